@@ -1,0 +1,37 @@
+# kraft-py make targets. `make test` and `make demo` install first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SIM_SEEDS ?= 500
+CHAOS_MINUTES ?= 2
+
+.PHONY: install test demo bench lint sim clean
+
+install: $(STAMP)
+
+# Re-installs only when pyproject.toml changes: a no-op in seconds once done.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench]'
+	@touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+demo: install
+	$(BIN)/python -m kraft.demo
+
+bench: install
+	$(BIN)/python benchmarks/log_bench.py
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+sim: install
+	SIM_SEEDS=$(SIM_SEEDS) $(BIN)/python -m pytest -q -p no:cacheprovider tests/sim
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,57 @@
+"""The `kraft` command: one entry point, one subcommand per tool (argparse)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def _nonnegative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kraft", description="kraft-py: a KRaft-style metadata controller"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    dump = sub.add_parser(
+        "dump-log",
+        help="print batch headers and decoded records of segments and snapshots",
+        description="Like kafka-dump-log --cluster-metadata-decoder.",
+    )
+    dump.add_argument(
+        "path",
+        metavar="DIR_OR_FILE",
+        help="a data dir, its __cluster_metadata-0 folder, a .log or a .checkpoint",
+    )
+    dump.add_argument("--json", action="store_true", help="one JSON object per record per line")
+    dump.add_argument(
+        "--from-offset",
+        type=_nonnegative,
+        default=0,
+        metavar="N",
+        help="skip records below offset N",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "dump-log":
+        from kraft.tools.dump_log import run
+
+        return run(args.path, args.json, args.from_offset)
+    raise AssertionError(args.command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

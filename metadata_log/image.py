@@ -1,0 +1,488 @@
+"""MetadataImage: the cluster's metadata state, changed only by `replay(record, offset)`.
+
+This is the one replay that the controller, the broker agent and the Spark
+cross-check all use (Kafka's MetadataImage + MetadataDelta, folded into one
+mutable structure for speed at millions of partitions). It is pure: no I/O,
+no clock. Rules follow Kafka 3.x:
+
+- a PartitionChangeRecord changes only the fields it carries (None / leader -2 /
+  leader_recovery_state -1 mean unchanged); leader_epoch rises by one whenever it
+  sets the leader (even to the same broker), partition_epoch on every change;
+- every registration replaces the broker's registration, with the record's epoch;
+- records between BeginTransactionRecord and EndTransactionRecord are applied
+  only at the end record (KIP-868); an AbortTransactionRecord drops them.
+
+A record that contradicts the image (a fence for an unknown broker, a change to
+an unknown partition) raises MetadataReplayError naming the offset: a diverged
+replica must stop, never guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from metadata_log.errors import MetadataLogError
+from metadata_log.records import (
+    FENCE_NO,
+    FENCE_YES,
+    LEADER_RECOVERY_UNCHANGED,
+    NO_LEADER_CHANGE,
+    TOPIC_RESOURCE,
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    BrokerFeature,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    Endpoint,
+    EndTransactionRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+
+class MetadataReplayError(MetadataLogError):
+    """A record that cannot apply to the image it meets."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        self.offset = offset
+        super().__init__(f"cannot replay record at offset {offset}: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    broker_epoch: int
+    incarnation_id: str
+    endpoints: tuple[Endpoint, ...]
+    features: tuple[BrokerFeature, ...]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "broker_id": self.broker_id,
+            "broker_epoch": self.broker_epoch,
+            "incarnation_id": self.incarnation_id,
+            "fenced": self.fenced,
+            "in_controlled_shutdown": self.in_controlled_shutdown,
+            "rack": self.rack,
+            "endpoints": [
+                {
+                    "name": e.name,
+                    "host": e.host,
+                    "port": e.port,
+                    "security_protocol": e.security_protocol,
+                }
+                for e in self.endpoints
+            ],
+            "features": [
+                {
+                    "name": f.name,
+                    "min_supported_version": f.min_supported_version,
+                    "max_supported_version": f.max_supported_version,
+                }
+                for f in self.features
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    leader: int
+    leader_recovery_state: int
+    leader_epoch: int
+    partition_epoch: int
+
+    def merge(self, rec: PartitionChangeRecord) -> PartitionRegistration:
+        """Kafka's PartitionRegistration.merge."""
+        leader, leader_epoch = self.leader, self.leader_epoch
+        if rec.leader != NO_LEADER_CHANGE:
+            leader, leader_epoch = rec.leader, leader_epoch + 1
+        return PartitionRegistration(
+            replicas=self.replicas if rec.replicas is None else rec.replicas,
+            isr=self.isr if rec.isr is None else rec.isr,
+            removing_replicas=(
+                self.removing_replicas if rec.removing_replicas is None else rec.removing_replicas
+            ),
+            adding_replicas=(
+                self.adding_replicas if rec.adding_replicas is None else rec.adding_replicas
+            ),
+            leader=leader,
+            leader_recovery_state=(
+                self.leader_recovery_state
+                if rec.leader_recovery_state == LEADER_RECOVERY_UNCHANGED
+                else rec.leader_recovery_state
+            ),
+            leader_epoch=leader_epoch,
+            partition_epoch=self.partition_epoch + 1,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "replicas": list(self.replicas),
+            "isr": list(self.isr),
+            "removing_replicas": list(self.removing_replicas),
+            "adding_replicas": list(self.adding_replicas),
+            "leader": self.leader,
+            "leader_recovery_state": self.leader_recovery_state,
+            "leader_epoch": self.leader_epoch,
+            "partition_epoch": self.partition_epoch,
+        }
+
+
+@dataclass(slots=True)
+class TopicImage:
+    name: str
+    topic_id: str
+    # partition id -> registration; ids are 0..n-1 once creation has committed
+    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
+
+
+class MetadataImage:
+    """The metadata state at `offset` (the last replayed offset; -1 when empty)."""
+
+    __slots__ = (
+        "offset",
+        "last_append_time_ms",
+        "brokers",
+        "topics",
+        "topic_ids_by_name",
+        "configs",
+        "features",
+        "_txn",
+    )
+
+    def __init__(self) -> None:
+        self.offset = -1
+        self.last_append_time_ms = 0
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics: dict[str, TopicImage] = {}
+        self.topic_ids_by_name: dict[str, str] = {}
+        # (resource_type, resource_name) -> {key: value}
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.features: dict[str, int] = {}
+        # Records of an open metadata transaction, applied at its end record.
+        self._txn: list[tuple[MetadataRecord, int]] | None = None
+
+    # ------------------------------------------------------------------ replay
+
+    def replay(self, record: Record, offset: int) -> None:
+        """Apply one record at `offset`. Control records only move the offset."""
+        if offset <= self.offset:
+            raise MetadataReplayError(offset, f"offset is not after the image's {self.offset}")
+        self.offset = offset
+        t = type(record)
+        if t is BeginTransactionRecord:
+            if self._txn is not None:
+                raise MetadataReplayError(offset, "transaction begun inside a transaction")
+            self._txn = []
+        elif t is EndTransactionRecord:
+            if self._txn is None:
+                raise MetadataReplayError(offset, "EndTransactionRecord without a transaction")
+            pending, self._txn = self._txn, None
+            for rec, off in pending:
+                self._apply(rec, off)
+        elif t is AbortTransactionRecord:
+            if self._txn is None:
+                raise MetadataReplayError(offset, "AbortTransactionRecord without a transaction")
+            self._txn = None
+        elif self._txn is not None:
+            self._txn.append((record, offset))  # type: ignore[arg-type]
+        else:
+            self._apply(record, offset)
+
+    def replay_batch(
+        self, base_offset: int, records: Iterable[Record], append_time_ms: int = 0
+    ) -> None:
+        off = base_offset
+        for rec in records:
+            self.replay(rec, off)
+            off += 1
+        self.last_append_time_ms = max(self.last_append_time_ms, append_time_ms)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._txn is not None
+
+    def _apply(self, rec: Record, offset: int) -> None:
+        handler = _HANDLERS.get(type(rec))
+        if handler is not None:
+            handler(self, rec, offset)
+
+    def _register(self, rec: RegisterBrokerRecord, offset: int) -> None:
+        self.brokers[rec.broker_id] = BrokerRegistration(
+            broker_id=rec.broker_id,
+            broker_epoch=rec.broker_epoch,
+            incarnation_id=rec.incarnation_id,
+            endpoints=rec.endpoints,
+            features=rec.features,
+            rack=rec.rack,
+            fenced=rec.fenced,
+            in_controlled_shutdown=rec.in_controlled_shutdown,
+        )
+
+    def _broker(self, broker_id: int, epoch: int, offset: int, what: str) -> BrokerRegistration:
+        b = self.brokers.get(broker_id)
+        if b is None:
+            raise MetadataReplayError(offset, f"{what} for unregistered broker {broker_id}")
+        if b.broker_epoch != epoch:
+            raise MetadataReplayError(
+                offset,
+                f"{what} for broker {broker_id} epoch {epoch}, registered epoch is {b.broker_epoch}",
+            )
+        return b
+
+    def _unregister(self, rec: UnregisterBrokerRecord, offset: int) -> None:
+        self._broker(rec.broker_id, rec.broker_epoch, offset, "UnregisterBrokerRecord")
+        del self.brokers[rec.broker_id]
+
+    def _fence(self, rec: FenceBrokerRecord, offset: int) -> None:
+        b = self._broker(rec.id, rec.epoch, offset, "FenceBrokerRecord")
+        self.brokers[rec.id] = replace(b, fenced=True)
+
+    def _unfence(self, rec: UnfenceBrokerRecord, offset: int) -> None:
+        b = self._broker(rec.id, rec.epoch, offset, "UnfenceBrokerRecord")
+        self.brokers[rec.id] = replace(b, fenced=False)
+
+    def _registration_change(self, rec: BrokerRegistrationChangeRecord, offset: int) -> None:
+        b = self._broker(rec.broker_id, rec.broker_epoch, offset, "BrokerRegistrationChangeRecord")
+        fenced = b.fenced
+        if rec.fenced == FENCE_YES:
+            fenced = True
+        elif rec.fenced == FENCE_NO:
+            fenced = False
+        elif rec.fenced != 0:
+            raise MetadataReplayError(offset, f"bad fenced value {rec.fenced}")
+        shutdown = b.in_controlled_shutdown or rec.in_controlled_shutdown == 1
+        self.brokers[rec.broker_id] = replace(b, fenced=fenced, in_controlled_shutdown=shutdown)
+
+    def _topic(self, rec: TopicRecord, offset: int) -> None:
+        if rec.name in self.topic_ids_by_name:
+            raise MetadataReplayError(offset, f"topic {rec.name!r} already exists")
+        if rec.topic_id in self.topics:
+            raise MetadataReplayError(offset, f"topic id {rec.topic_id} already exists")
+        self.topics[rec.topic_id] = TopicImage(rec.name, rec.topic_id)
+        self.topic_ids_by_name[rec.name] = rec.topic_id
+
+    def _topic_of(self, topic_id: str, offset: int, what: str) -> TopicImage:
+        t = self.topics.get(topic_id)
+        if t is None:
+            raise MetadataReplayError(offset, f"{what} for unknown topic id {topic_id}")
+        return t
+
+    def _partition(self, rec: PartitionRecord, offset: int) -> None:
+        t = self._topic_of(rec.topic_id, offset, "PartitionRecord")
+        t.partitions[rec.partition_id] = PartitionRegistration(
+            replicas=rec.replicas,
+            isr=rec.isr,
+            removing_replicas=rec.removing_replicas,
+            adding_replicas=rec.adding_replicas,
+            leader=rec.leader,
+            leader_recovery_state=rec.leader_recovery_state,
+            leader_epoch=rec.leader_epoch,
+            partition_epoch=rec.partition_epoch,
+        )
+
+    def _partition_change(self, rec: PartitionChangeRecord, offset: int) -> None:
+        t = self._topic_of(rec.topic_id, offset, "PartitionChangeRecord")
+        p = t.partitions.get(rec.partition_id)
+        if p is None:
+            raise MetadataReplayError(
+                offset, f"PartitionChangeRecord for unknown partition {t.name}-{rec.partition_id}"
+            )
+        t.partitions[rec.partition_id] = p.merge(rec)
+
+    def _remove_topic(self, rec: RemoveTopicRecord, offset: int) -> None:
+        t = self._topic_of(rec.topic_id, offset, "RemoveTopicRecord")
+        del self.topics[rec.topic_id]
+        del self.topic_ids_by_name[t.name]
+        self.configs.pop((TOPIC_RESOURCE, t.name), None)
+
+    def _config(self, rec: ConfigRecord, offset: int) -> None:
+        key = (rec.resource_type, rec.resource_name)
+        if rec.value is None:
+            entries = self.configs.get(key)
+            if entries is not None:
+                entries.pop(rec.name, None)
+                if not entries:
+                    del self.configs[key]
+        else:
+            self.configs.setdefault(key, {})[rec.name] = rec.value
+
+    def _feature(self, rec: FeatureLevelRecord, offset: int) -> None:
+        if rec.feature_level == 0:
+            self.features.pop(rec.name, None)  # level 0 removes a feature, as in Kafka
+        else:
+            self.features[rec.name] = rec.feature_level
+
+    # ------------------------------------------------------------------ queries
+
+    def topic_by_name(self, name: str) -> TopicImage | None:
+        tid = self.topic_ids_by_name.get(name)
+        return None if tid is None else self.topics[tid]
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        return dict(self.configs.get((TOPIC_RESOURCE, name), {}))
+
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.topics.values())
+
+    def offline_partition_count(self) -> int:
+        return sum(1 for t in self.topics.values() for p in t.partitions.values() if p.leader < 0)
+
+    # ------------------------------------------------------------------ snapshots
+
+    def to_records(self) -> Iterator[MetadataRecord]:
+        """Records that rebuild this image from empty (a snapshot's content).
+
+        The order is the one replay needs: features, brokers, then each topic
+        with its partitions and configs, then broker configs.
+        """
+        for name in sorted(self.features):
+            yield FeatureLevelRecord(name, self.features[name])
+        for bid in sorted(self.brokers):
+            b = self.brokers[bid]
+            yield RegisterBrokerRecord(
+                broker_id=b.broker_id,
+                incarnation_id=b.incarnation_id,
+                broker_epoch=b.broker_epoch,
+                endpoints=b.endpoints,
+                features=b.features,
+                rack=b.rack,
+                fenced=b.fenced,
+                in_controlled_shutdown=b.in_controlled_shutdown,
+            )
+        for name in sorted(self.topic_ids_by_name):
+            t = self.topics[self.topic_ids_by_name[name]]
+            yield TopicRecord(t.name, t.topic_id)
+            for pid in sorted(t.partitions):
+                p = t.partitions[pid]
+                yield PartitionRecord(
+                    topic_id=t.topic_id,
+                    partition_id=pid,
+                    replicas=p.replicas,
+                    isr=p.isr,
+                    removing_replicas=p.removing_replicas,
+                    adding_replicas=p.adding_replicas,
+                    leader=p.leader,
+                    leader_recovery_state=p.leader_recovery_state,
+                    leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch,
+                )
+        for rtype, rname in sorted(self.configs):
+            for key, value in sorted(self.configs[(rtype, rname)].items()):
+                yield ConfigRecord(rtype, rname, key, value)
+
+    @classmethod
+    def from_records(
+        cls, records: Iterable[Record], end_offset: int, last_append_time_ms: int = 0
+    ) -> MetadataImage:
+        """The image a snapshot at `end_offset` holds (its offset is end_offset - 1)."""
+        image = cls()
+        for rec in records:
+            image._apply(rec, end_offset - 1)
+        image.offset = end_offset - 1
+        image.last_append_time_ms = last_append_time_ms
+        return image
+
+    def copy(self) -> MetadataImage:
+        """A deep enough copy: registrations are immutable, containers are copied."""
+        other = MetadataImage()
+        other.offset = self.offset
+        other.last_append_time_ms = self.last_append_time_ms
+        other.brokers = dict(self.brokers)
+        other.topics = {
+            tid: TopicImage(t.name, t.topic_id, dict(t.partitions))
+            for tid, t in self.topics.items()
+        }
+        other.topic_ids_by_name = dict(self.topic_ids_by_name)
+        other.configs = {k: dict(v) for k, v in self.configs.items()}
+        other.features = dict(self.features)
+        other._txn = None if self._txn is None else list(self._txn)
+        return other
+
+    # ------------------------------------------------------------------ comparison
+
+    def to_dict(self) -> dict[str, Any]:
+        """Canonical JSON-able form (sorted), used to compare images anywhere."""
+        return {
+            "offset": self.offset,
+            "features": dict(sorted(self.features.items())),
+            "brokers": [self.brokers[b].to_dict() for b in sorted(self.brokers)],
+            "topics": [
+                {
+                    "name": name,
+                    "topic_id": tid,
+                    "configs": dict(sorted(self.configs.get((TOPIC_RESOURCE, name), {}).items())),
+                    "partitions": [
+                        {"partition_id": pid, **self.topics[tid].partitions[pid].to_dict()}
+                        for pid in sorted(self.topics[tid].partitions)
+                    ],
+                }
+                for name, tid in sorted(self.topic_ids_by_name.items())
+            ],
+            "configs": [
+                {"resource_type": rt, "resource_name": rn, "configs": dict(sorted(v.items()))}
+                for (rt, rn), v in sorted(self.configs.items())
+            ],
+        }
+
+    def state_equals(self, other: MetadataImage) -> bool:
+        """Equal state, regardless of the offset each image reached it at."""
+        a, b = self.to_dict(), other.to_dict()
+        a.pop("offset")
+        b.pop("offset")
+        return a == b
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MetadataImage):
+            return NotImplemented
+        return (
+            self.offset == other.offset
+            and self.brokers == other.brokers
+            and self.features == other.features
+            and self.configs == other.configs
+            and self.topic_ids_by_name == other.topic_ids_by_name
+            and self.topics.keys() == other.topics.keys()
+            and all(self.topics[t] == other.topics[t] for t in self.topics)
+            and self._txn == other._txn
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"MetadataImage(offset={self.offset}, brokers={len(self.brokers)}, "
+            f"topics={len(self.topics)}, partitions={self.partition_count()})"
+        )
+
+
+_HANDLERS: dict[type, Any] = {
+    RegisterBrokerRecord: MetadataImage._register,
+    UnregisterBrokerRecord: MetadataImage._unregister,
+    FenceBrokerRecord: MetadataImage._fence,
+    UnfenceBrokerRecord: MetadataImage._unfence,
+    BrokerRegistrationChangeRecord: MetadataImage._registration_change,
+    TopicRecord: MetadataImage._topic,
+    PartitionRecord: MetadataImage._partition,
+    PartitionChangeRecord: MetadataImage._partition_change,
+    RemoveTopicRecord: MetadataImage._remove_topic,
+    ConfigRecord: MetadataImage._config,
+    FeatureLevelRecord: MetadataImage._feature,
+}

@@ -1,0 +1,461 @@
+"""Metadata records of `__cluster_metadata` (KIP-631) and their msgpack codec.
+
+Every record is a frozen dataclass. On the wire a record is one msgpack array
+``[type_id, version, field0, field1, ...]`` in the order the fields are declared;
+nested values (endpoints, features) are arrays too. Data records and control
+records (LeaderChangeMessage, SnapshotHeader, SnapshotFooter) are two id spaces,
+told apart by the batch's control flag, as in Kafka.
+
+Decoding checks the type id, the version and every field's type, and raises
+`RecordDecodeError` naming the offset: an unknown or newer record is never skipped.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+import msgpack
+
+from metadata_log.errors import RecordDecodeError
+
+# Sentinels of PartitionChangeRecord, as in Kafka.
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+LEADER_RECOVERY_UNCHANGED = -1
+
+# LeaderRecoveryState values (KIP-704).
+RECOVERED = 0
+RECOVERING = 1
+
+# BrokerRegistrationChangeRecord.fenced values.
+FENCE_UNCHANGED = 0
+FENCE_YES = 1
+FENCE_NO = -1
+
+BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
+TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
+
+METADATA_VERSION_FEATURE = "metadata.version"
+# Highest metadata.version this code understands; record versions are gated on it.
+LATEST_METADATA_VERSION = 1
+
+
+def new_topic_id(rng: Any | None = None) -> str:
+    """A topic id in Kafka's printed form: URL-safe base64 of 16 bytes, no padding."""
+    raw = rng.randbytes(16) if rng is not None else uuid.uuid4().bytes
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerFeature:
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    TYPE: ClassVar[int] = 0
+    broker_id: int
+    incarnation_id: str
+    broker_epoch: int
+    endpoints: tuple[Endpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    TYPE: ClassVar[int] = 1
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    TYPE: ClassVar[int] = 2
+    name: str
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    TYPE: ClassVar[int] = 3
+    topic_id: str
+    partition_id: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader: int = NO_LEADER
+    leader_recovery_state: int = RECOVERED
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    TYPE: ClassVar[int] = 4
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None  # None deletes the key
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """Only what changed: None / -2 / -1 sentinels mean 'unchanged'."""
+
+    TYPE: ClassVar[int] = 5
+    topic_id: str
+    partition_id: int
+    isr: tuple[int, ...] | None = None
+    leader: int = NO_LEADER_CHANGE
+    replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    leader_recovery_state: int = LEADER_RECOVERY_UNCHANGED
+
+
+@dataclass(frozen=True, slots=True)
+class FenceBrokerRecord:
+    TYPE: ClassVar[int] = 7
+    id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnfenceBrokerRecord:
+    TYPE: ClassVar[int] = 8
+    id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    TYPE: ClassVar[int] = 9
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    TYPE: ClassVar[int] = 12
+    name: str
+    feature_level: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    TYPE: ClassVar[int] = 17
+    broker_id: int
+    broker_epoch: int
+    fenced: int = FENCE_UNCHANGED  # 1 fenced, -1 unfenced, 0 unchanged
+    in_controlled_shutdown: int = 0  # 1 entered controlled shutdown, 0 unchanged
+
+
+@dataclass(frozen=True, slots=True)
+class NoOpRecord:
+    TYPE: ClassVar[int] = 20
+
+
+@dataclass(frozen=True, slots=True)
+class BeginTransactionRecord:
+    TYPE: ClassVar[int] = 23
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EndTransactionRecord:
+    TYPE: ClassVar[int] = 24
+
+
+@dataclass(frozen=True, slots=True)
+class AbortTransactionRecord:
+    TYPE: ClassVar[int] = 25
+    reason: str = ""
+
+
+# ------------------------------------------------------------------ control records
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChangeMessage:
+    TYPE: ClassVar[int] = 2
+    leader_id: int
+    voters: tuple[int, ...] = ()
+    granting_voters: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotHeader:
+    TYPE: ClassVar[int] = 3
+    last_contained_log_time: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotFooter:
+    TYPE: ClassVar[int] = 4
+
+
+MetadataRecord = (
+    RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | ConfigRecord
+    | PartitionChangeRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | RemoveTopicRecord
+    | FeatureLevelRecord
+    | BrokerRegistrationChangeRecord
+    | NoOpRecord
+    | BeginTransactionRecord
+    | EndTransactionRecord
+    | AbortTransactionRecord
+)
+ControlRecord = LeaderChangeMessage | SnapshotHeader | SnapshotFooter
+Record = MetadataRecord | ControlRecord
+
+DATA_RECORD_TYPES: tuple[type, ...] = (
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+    TopicRecord,
+    PartitionRecord,
+    ConfigRecord,
+    PartitionChangeRecord,
+    FenceBrokerRecord,
+    UnfenceBrokerRecord,
+    RemoveTopicRecord,
+    FeatureLevelRecord,
+    BrokerRegistrationChangeRecord,
+    NoOpRecord,
+    BeginTransactionRecord,
+    EndTransactionRecord,
+    AbortTransactionRecord,
+)
+CONTROL_RECORD_TYPES: tuple[type, ...] = (LeaderChangeMessage, SnapshotHeader, SnapshotFooter)
+
+# Highest version of each record this code reads and writes. Bumping one means
+# adding the new fields at the end and a metadata.version gate in `record_version`.
+SUPPORTED_VERSION: dict[type, int] = {cls: 0 for cls in DATA_RECORD_TYPES + CONTROL_RECORD_TYPES}
+
+
+# ----------------------------------------------------------------------------- codec
+
+_Check = Callable[[Any], bool]
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _is_bool(v: Any) -> bool:
+    return type(v) is bool
+
+
+def _is_str(v: Any) -> bool:
+    return type(v) is str
+
+
+def _is_opt_str(v: Any) -> bool:
+    return v is None or type(v) is str
+
+
+def _is_int_tuple(v: Any) -> bool:
+    return type(v) is tuple and all(type(x) is int for x in v)
+
+
+def _is_opt_int_tuple(v: Any) -> bool:
+    return v is None or _is_int_tuple(v)
+
+
+_CHECKS: dict[str, _Check] = {
+    "int": _is_int,
+    "bool": _is_bool,
+    "str": _is_str,
+    "str | None": _is_opt_str,
+    "tuple[int, ...]": _is_int_tuple,
+    "tuple[int, ...] | None": _is_opt_int_tuple,
+}
+
+
+def _endpoint_from_wire(v: Any) -> Endpoint:
+    name, host, port, proto = v
+    if not (_is_str(name) and _is_str(host) and _is_int(port) and _is_str(proto)):
+        raise ValueError("endpoint fields must be [name, host, port, security_protocol]")
+    return Endpoint(name, host, port, proto)
+
+
+def _feature_from_wire(v: Any) -> BrokerFeature:
+    name, lo, hi = v
+    if not (_is_str(name) and _is_int(lo) and _is_int(hi)):
+        raise ValueError("feature fields must be [name, min, max]")
+    return BrokerFeature(name, lo, hi)
+
+
+class _Codec:
+    """Per-class field list, wire conversion and validation, built once."""
+
+    __slots__ = ("cls", "names", "checks", "nested", "min_fields")
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        fs = fields(cls)
+        self.names = tuple(f.name for f in fs)
+        self.min_fields = sum(
+            1
+            for f in fs
+            if f.default is f.default_factory  # both MISSING: required
+        )
+        self.checks: list[tuple[int, _Check]] = []
+        self.nested: dict[int, Callable[[Any], Any]] = {}
+        for i, f in enumerate(fs):
+            ann = f.type if isinstance(f.type, str) else str(f.type)
+            if ann == "tuple[Endpoint, ...]":
+                self.nested[i] = _endpoint_from_wire
+            elif ann == "tuple[BrokerFeature, ...]":
+                self.nested[i] = _feature_from_wire
+            else:
+                self.checks.append((i, _CHECKS[ann]))
+
+    def to_wire(self, rec: Any, version: int) -> list[Any]:
+        out: list[Any] = [rec.TYPE, version]
+        for i, name in enumerate(self.names):
+            v = getattr(rec, name)
+            if i in self.nested:
+                v = [list(_nested_to_wire(x)) for x in v]
+            out.append(v)
+        return out
+
+    def from_wire(self, values: tuple[Any, ...]) -> Any:
+        n = len(values)
+        if n < self.min_fields or n > len(self.names):
+            raise ValueError(
+                f"{self.cls.__name__} has {len(self.names)} fields, record carries {n}"
+            )
+        if self.nested:
+            converted = list(values)
+            for i, conv in self.nested.items():
+                if i < n:
+                    if type(values[i]) is not tuple:
+                        raise ValueError(f"field {self.names[i]} must be an array")
+                    converted[i] = tuple(conv(x) for x in values[i])
+            values = tuple(converted)
+        for i, check in self.checks:
+            if i < n and not check(values[i]):
+                raise ValueError(f"field {self.names[i]} has a bad value {values[i]!r}")
+        return self.cls(*values)
+
+
+def _nested_to_wire(x: Endpoint | BrokerFeature) -> tuple[Any, ...]:
+    if isinstance(x, Endpoint):
+        return (x.name, x.host, x.port, x.security_protocol)
+    return (x.name, x.min_supported_version, x.max_supported_version)
+
+
+_DATA_CODECS: dict[int, _Codec] = {cls.TYPE: _Codec(cls) for cls in DATA_RECORD_TYPES}
+_CONTROL_CODECS: dict[int, _Codec] = {cls.TYPE: _Codec(cls) for cls in CONTROL_RECORD_TYPES}
+_CODEC_BY_CLASS: dict[type, _Codec] = {
+    c.cls: c for c in (*_DATA_CODECS.values(), *_CONTROL_CODECS.values())
+}
+
+_packb = msgpack.Packer(use_bin_type=True).pack
+
+
+def is_control(rec: Record) -> bool:
+    return type(rec) in _CONTROL_TYPE_SET
+
+
+_CONTROL_TYPE_SET = frozenset(CONTROL_RECORD_TYPES)
+
+
+def encode_record(rec: Record, version: int | None = None) -> bytes:
+    """msgpack bytes of one record: ``[type_id, version, *fields]``."""
+    codec = _CODEC_BY_CLASS.get(type(rec))
+    if codec is None:
+        raise TypeError(f"not a metadata record: {type(rec).__name__}")
+    supported = SUPPORTED_VERSION[type(rec)]
+    v = supported if version is None else version
+    if not 0 <= v <= supported:
+        raise ValueError(f"{type(rec).__name__} version {v} is not supported (max {supported})")
+    return _packb(codec.to_wire(rec, v))
+
+
+def record_from_wire(obj: Any, offset: int, control: bool = False) -> Record:
+    """Build a record from an unpacked msgpack array; errors name `offset`."""
+    if type(obj) is not tuple or len(obj) < 2:
+        raise RecordDecodeError(offset, "record is not an array [type, version, ...]")
+    type_id, version = obj[0], obj[1]
+    codec = (_CONTROL_CODECS if control else _DATA_CODECS).get(type_id)
+    kind = "control record" if control else "record"
+    if codec is None:
+        raise RecordDecodeError(offset, f"unknown {kind} type {type_id!r}")
+    supported = SUPPORTED_VERSION[codec.cls]
+    if type(version) is not int or not 0 <= version <= supported:
+        raise RecordDecodeError(
+            offset,
+            f"{codec.cls.__name__} version {version!r} is newer than supported ({supported})",
+        )
+    try:
+        return codec.from_wire(obj[2:])
+    except (ValueError, TypeError) as e:
+        raise RecordDecodeError(offset, f"malformed {codec.cls.__name__}: {e}") from None
+
+
+def decode_record(data: bytes, offset: int, control: bool = False) -> Record:
+    """Decode one record's msgpack bytes; errors name `offset`."""
+    try:
+        obj = msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=False)
+    except Exception as e:  # msgpack raises several types for garbage input
+        raise RecordDecodeError(offset, f"not valid msgpack: {e}") from None
+    return record_from_wire(obj, offset, control)
+
+
+def record_type_name(rec: Record) -> str:
+    return type(rec).__name__
+
+
+def record_fields(rec: Record) -> dict[str, Any]:
+    """The record's fields as plain JSON-able values (snake_case names)."""
+    codec = _CODEC_BY_CLASS[type(rec)]
+    out: dict[str, Any] = {}
+    for i, name in enumerate(codec.names):
+        v = getattr(rec, name)
+        if i in codec.nested:
+            v = [
+                {f.name: getattr(x, f.name) for f in fields(x)}  # type: ignore[arg-type]
+                for x in v
+            ]
+        elif type(v) is tuple:
+            v = list(v)
+        out[name] = v
+    return out
+
+
+def record_class(name: str) -> type:
+    for cls in DATA_RECORD_TYPES + CONTROL_RECORD_TYPES:
+        if cls.__name__ == name:
+            return cls
+    raise KeyError(name)
+
+
+def encode_records(records: Iterable[Record]) -> list[bytes]:
+    return [encode_record(r) for r in records]
