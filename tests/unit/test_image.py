@@ -1,0 +1,153 @@
+"""MetadataImage replay: the scripted story field by field, snapshots, transactions."""
+
+from __future__ import annotations
+
+import pytest
+
+from kraft.story import cluster_story, story_image
+from metadata_log.image import MetadataImage, MetadataReplayError, PartitionRegistration
+from metadata_log.records import (
+    TOPIC_RESOURCE,
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    EndTransactionRecord,
+    FenceBrokerRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+
+@pytest.fixture(scope="module")
+def story_batches():
+    return cluster_story()
+
+
+def test_story_replays_to_expected_image(story_batches) -> None:
+    image = story_image(story_batches)
+    assert image.offset == 26
+    assert sorted(image.brokers) == [1, 2, 3]
+    b1, b2, b3 = (image.brokers[i] for i in (1, 2, 3))
+    # epochs are the offsets of the registrations
+    assert (b1.broker_epoch, b2.broker_epoch, b3.broker_epoch) == (2, 3, 4)
+    assert (b1.fenced, b1.in_controlled_shutdown) == (False, False)
+    assert (b2.fenced, b2.in_controlled_shutdown) == (True, True)
+    assert (b3.fenced, b3.in_controlled_shutdown) == (False, False)
+    assert [b.rack for b in (b1, b2, b3)] == ["rack-a", "rack-b", "rack-c"]
+    assert b1.endpoints[0].port == 9092 and b1.endpoints[0].security_protocol == "PLAINTEXT"
+
+    topic = image.topic_by_name("orders")
+    assert topic is not None and image.features == {"metadata.version": 1}
+    p0, p1, p2 = (topic.partitions[i] for i in range(3))
+    # p0: leader 1 -> fence(1) -> 2 (epoch 1) -> shutdown(2) -> 1 (epoch 2)
+    assert p0 == PartitionRegistration((1, 2, 3), (1, 3), (), (), 1, 0, 2, 3)
+    # p1: leader 2 kept through fence(1); shutdown(2) -> 3 (epoch 1)
+    assert p1 == PartitionRegistration((2, 3, 1), (3, 1), (), (), 3, 0, 1, 3)
+    # p2: leader 3 throughout; only ISR changes, so leader_epoch stays 0
+    assert p2 == PartitionRegistration((3, 1, 2), (3, 1), (), (), 3, 0, 0, 3)
+    # nobody fenced or shutting down leads anything
+    for p in topic.partitions.values():
+        assert not image.brokers[p.leader].fenced
+        assert p.leader in p.isr
+
+
+def test_fence_step_moves_leadership(story_batches) -> None:
+    image = MetadataImage()
+    for b in story_batches:
+        image.replay_batch(b.base_offset, b.records)
+        if any(isinstance(r, FenceBrokerRecord) for r in b.records):
+            break
+    topic = image.topic_by_name("orders")
+    assert image.brokers[1].fenced
+    assert [topic.partitions[i].leader for i in range(3)] == [2, 2, 3]
+    assert all(1 not in p.isr for p in topic.partitions.values())
+    assert topic.partitions[0].leader_epoch == 1
+
+
+def test_image_snapshot_image_round_trip(story_batches) -> None:
+    image = story_image(story_batches)
+    image.replay(ConfigRecord(TOPIC_RESOURCE, "orders", "retention.ms", "1000"), image.offset + 1)
+    copy = MetadataImage.from_records(list(image.to_records()), image.offset + 1, image.last_append_time_ms)
+    assert copy == image
+    assert copy.to_dict() == image.to_dict()
+
+
+def _base() -> MetadataImage:
+    image = MetadataImage()
+    image.replay(RegisterBrokerRecord(1, "inc", 0, fenced=True), 0)
+    image.replay(TopicRecord("t", "T"), 1)
+    image.replay(PartitionRecord("T", 0, (1,), (1,), leader=1), 2)
+    return image
+
+
+def test_transaction_applies_only_at_end() -> None:
+    image = _base()
+    image.replay(BeginTransactionRecord("big"), 3)
+    image.replay(TopicRecord("u", "U"), 4)
+    assert image.topic_by_name("u") is None and image.in_transaction
+    image.replay(EndTransactionRecord(), 5)
+    assert image.topic_by_name("u") is not None and not image.in_transaction
+
+
+def test_aborted_transaction_is_dropped() -> None:
+    image = _base()
+    image.replay(BeginTransactionRecord("big"), 3)
+    image.replay(TopicRecord("u", "U"), 4)
+    image.replay(AbortTransactionRecord("leader lost"), 5)
+    assert image.topic_by_name("u") is None and image.offset == 5
+
+
+def test_partition_change_epochs() -> None:
+    image = _base()
+    image.replay(PartitionChangeRecord("T", 0, leader=1), 3)  # same leader still bumps
+    p = image.topics["T"].partitions[0]
+    assert (p.leader, p.leader_epoch, p.partition_epoch) == (1, 1, 1)
+    image.replay(PartitionChangeRecord("T", 0, isr=(1,)), 4)
+    p = image.topics["T"].partitions[0]
+    assert (p.leader_epoch, p.partition_epoch) == (1, 2)
+
+
+def test_broker_state_records() -> None:
+    image = _base()
+    image.replay(UnfenceBrokerRecord(1, 0), 3)
+    assert not image.brokers[1].fenced
+    image.replay(BrokerRegistrationChangeRecord(1, 0, fenced=0, in_controlled_shutdown=1), 4)
+    assert image.brokers[1].in_controlled_shutdown and not image.brokers[1].fenced
+    image.replay(BrokerRegistrationChangeRecord(1, 0, fenced=1), 5)
+    assert image.brokers[1].fenced
+    image.replay(UnregisterBrokerRecord(1, 0), 6)
+    assert 1 not in image.brokers
+
+
+def test_remove_topic_drops_configs() -> None:
+    image = _base()
+    image.replay(ConfigRecord(TOPIC_RESOURCE, "t", "a", "b"), 3)
+    image.replay(RemoveTopicRecord("T"), 4)
+    assert image.topics == {} and image.configs == {} and image.topic_by_name("t") is None
+
+
+@pytest.mark.parametrize(
+    "record, reason",
+    [
+        (FenceBrokerRecord(9, 0), "unregistered broker 9"),
+        (FenceBrokerRecord(1, 5), "epoch 5, registered epoch is 0"),
+        (PartitionChangeRecord("X", 0, leader=1), "unknown topic id X"),
+        (PartitionChangeRecord("T", 4, leader=1), "unknown partition t-4"),
+        (TopicRecord("t", "Z"), "topic 't' already exists"),
+        (EndTransactionRecord(), "without a transaction"),
+    ],
+)
+def test_contradicting_record_names_offset(record, reason: str) -> None:
+    with pytest.raises(MetadataReplayError, match=rf"offset 3: .*{reason}"):
+        _base().replay(record, 3)
+
+
+def test_offsets_must_rise() -> None:
+    with pytest.raises(MetadataReplayError, match="not after"):
+        _base().replay(TopicRecord("u", "U"), 2)
