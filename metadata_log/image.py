@@ -19,9 +19,10 @@ replica must stop, never guess.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from metadata_log.errors import MetadataLogError
 from metadata_log.records import (
@@ -49,6 +50,19 @@ from metadata_log.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+
+_MISSING: Any = object()
+_ATTR = "attr"  # journal container tag for an attribute of the image itself
+
+
+class PartitionListener(Protocol):
+    def partition_changed(
+        self,
+        topic_id: str,
+        partition_id: int,
+        old: PartitionRegistration | None,
+        new: PartitionRegistration | None,
+    ) -> None: ...
 
 
 class MetadataReplayError(MetadataLogError):
@@ -146,12 +160,28 @@ class PartitionRegistration:
         }
 
 
+class _PartitionDict(dict):  # type: ignore[type-arg]
+    """A topic's partitions; knows its topic id so a revert can notify the listener."""
+
+    __slots__ = ("topic_id",)
+
+    def __init__(
+        self, topic_id: str, items: dict[int, PartitionRegistration] | None = None
+    ) -> None:
+        super().__init__(items or {})
+        self.topic_id = topic_id
+
+
 @dataclass(slots=True)
 class TopicImage:
     name: str
     topic_id: str
     # partition id -> registration; ids are 0..n-1 once creation has committed
     partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.partitions, _PartitionDict):
+            self.partitions = _PartitionDict(self.topic_id, self.partitions)
 
 
 class MetadataImage:
@@ -166,6 +196,8 @@ class MetadataImage:
         "configs",
         "features",
         "_txn",
+        "_journal",
+        "listener",
     )
 
     def __init__(self) -> None:
@@ -179,6 +211,12 @@ class MetadataImage:
         self.features: dict[str, int] = {}
         # Records of an open metadata transaction, applied at its end record.
         self._txn: list[tuple[MetadataRecord, int]] | None = None
+        # Undo journal of uncommitted replays (None: off): entries (offset, container,
+        # key, old value or _MISSING). Lets an active controller that loses leadership
+        # return to the committed state without a reload (Kafka's SnapshotRegistry).
+        self._journal: deque[tuple[int, Any, Any, Any]] | None = None
+        # Told of every partition change (also on revert): the controller's indexes.
+        self.listener: PartitionListener | None = None
 
     # ------------------------------------------------------------------ replay
 
@@ -186,8 +224,16 @@ class MetadataImage:
         """Apply one record at `offset`. Control records only move the offset."""
         if offset <= self.offset:
             raise MetadataReplayError(offset, f"offset is not after the image's {self.offset}")
-        self.offset = offset
         t = type(record)
+        if self._journal is not None:
+            self._journal.append((offset, _ATTR, "offset", self.offset))
+            if self._txn is not None and t not in _TXN_MARKERS:
+                # inside a transaction only the pending list grows: remember its length
+                self._journal.append((offset, _ATTR, "_txn_len", len(self._txn)))
+            else:
+                # Begin/End/Abort swap the pending list object itself
+                self._journal.append((offset, _ATTR, "_txn", self._txn))
+        self.offset = offset
         if t is BeginTransactionRecord:
             if self._txn is not None:
                 raise MetadataReplayError(offset, "transaction begun inside a transaction")
@@ -216,6 +262,74 @@ class MetadataImage:
             off += 1
         self.last_append_time_ms = max(self.last_append_time_ms, append_time_ms)
 
+    # ------------------------------------------------------------------ journaling
+
+    def _set(self, container: dict[Any, Any], key: Any, value: Any, offset: int) -> None:
+        # Journal under the image's offset, not the record's: a transaction's records
+        # apply at its end record and must be undone with it.
+        if self._journal is not None:
+            self._journal.append((self.offset, container, key, container.get(key, _MISSING)))
+        container[key] = value
+
+    def _del(self, container: dict[Any, Any], key: Any, offset: int) -> None:
+        if self._journal is not None:
+            self._journal.append((self.offset, container, key, container[key]))
+        del container[key]
+
+    def _set_partition(
+        self, t: TopicImage, pid: int, new: PartitionRegistration, offset: int
+    ) -> None:
+        old = t.partitions.get(pid)
+        self._set(t.partitions, pid, new, offset)
+        if self.listener is not None:
+            self.listener.partition_changed(t.topic_id, pid, old, new)
+
+    def enable_journal(self) -> None:
+        """Start journaling replays so that `revert_to(offset)` can undo them."""
+        if self._journal is None:
+            self._journal = deque()
+
+    def disable_journal(self) -> None:
+        self._journal = None
+
+    def commit_to(self, offset: int) -> None:
+        """Records up to `offset` are committed: their undo entries are dropped."""
+        j = self._journal
+        if j is not None:
+            while j and j[0][0] <= offset:
+                j.popleft()
+
+    def revert_to(self, offset: int) -> None:
+        """Undo every journaled replay after `offset` (uncommitted records)."""
+        j = self._journal
+        if j is None:
+            raise RuntimeError("revert_to needs enable_journal()")
+        while j and j[-1][0] > offset:
+            _off, container, key, old = j.pop()
+            if container is _ATTR:
+                if key == "_txn_len":
+                    del self._txn[old:]  # type: ignore[index]
+                else:
+                    setattr(self, key, old)
+                continue
+            current = container.get(key)
+            if old is _MISSING:
+                container.pop(key, None)
+            else:
+                container[key] = old
+            if self.listener is not None and isinstance(container, _PartitionDict):
+                self.listener.partition_changed(
+                    container.topic_id, key, current, None if old is _MISSING else old
+                )
+            elif self.listener is not None and container is self.topics:
+                # a whole topic came back (or went): its partitions did too
+                gone = current.partitions if current is not None else {}
+                back = old.partitions if old is not _MISSING else {}
+                for pid, p in gone.items():
+                    self.listener.partition_changed(current.topic_id, pid, p, None)
+                for pid, p in back.items():
+                    self.listener.partition_changed(old.topic_id, pid, None, p)
+
     @property
     def in_transaction(self) -> bool:
         return self._txn is not None
@@ -226,7 +340,7 @@ class MetadataImage:
             handler(self, rec, offset)
 
     def _register(self, rec: RegisterBrokerRecord, offset: int) -> None:
-        self.brokers[rec.broker_id] = BrokerRegistration(
+        reg = BrokerRegistration(
             broker_id=rec.broker_id,
             broker_epoch=rec.broker_epoch,
             incarnation_id=rec.incarnation_id,
@@ -236,6 +350,7 @@ class MetadataImage:
             fenced=rec.fenced,
             in_controlled_shutdown=rec.in_controlled_shutdown,
         )
+        self._set(self.brokers, rec.broker_id, reg, offset)
 
     def _broker(self, broker_id: int, epoch: int, offset: int, what: str) -> BrokerRegistration:
         b = self.brokers.get(broker_id)
@@ -250,15 +365,15 @@ class MetadataImage:
 
     def _unregister(self, rec: UnregisterBrokerRecord, offset: int) -> None:
         self._broker(rec.broker_id, rec.broker_epoch, offset, "UnregisterBrokerRecord")
-        del self.brokers[rec.broker_id]
+        self._del(self.brokers, rec.broker_id, offset)
 
     def _fence(self, rec: FenceBrokerRecord, offset: int) -> None:
         b = self._broker(rec.id, rec.epoch, offset, "FenceBrokerRecord")
-        self.brokers[rec.id] = replace(b, fenced=True)
+        self._set(self.brokers, rec.id, replace(b, fenced=True), offset)
 
     def _unfence(self, rec: UnfenceBrokerRecord, offset: int) -> None:
         b = self._broker(rec.id, rec.epoch, offset, "UnfenceBrokerRecord")
-        self.brokers[rec.id] = replace(b, fenced=False)
+        self._set(self.brokers, rec.id, replace(b, fenced=False), offset)
 
     def _registration_change(self, rec: BrokerRegistrationChangeRecord, offset: int) -> None:
         b = self._broker(rec.broker_id, rec.broker_epoch, offset, "BrokerRegistrationChangeRecord")
@@ -270,15 +385,20 @@ class MetadataImage:
         elif rec.fenced != 0:
             raise MetadataReplayError(offset, f"bad fenced value {rec.fenced}")
         shutdown = b.in_controlled_shutdown or rec.in_controlled_shutdown == 1
-        self.brokers[rec.broker_id] = replace(b, fenced=fenced, in_controlled_shutdown=shutdown)
+        self._set(
+            self.brokers,
+            rec.broker_id,
+            replace(b, fenced=fenced, in_controlled_shutdown=shutdown),
+            offset,
+        )
 
     def _topic(self, rec: TopicRecord, offset: int) -> None:
         if rec.name in self.topic_ids_by_name:
             raise MetadataReplayError(offset, f"topic {rec.name!r} already exists")
         if rec.topic_id in self.topics:
             raise MetadataReplayError(offset, f"topic id {rec.topic_id} already exists")
-        self.topics[rec.topic_id] = TopicImage(rec.name, rec.topic_id)
-        self.topic_ids_by_name[rec.name] = rec.topic_id
+        self._set(self.topics, rec.topic_id, TopicImage(rec.name, rec.topic_id), offset)
+        self._set(self.topic_ids_by_name, rec.name, rec.topic_id, offset)
 
     def _topic_of(self, topic_id: str, offset: int, what: str) -> TopicImage:
         t = self.topics.get(topic_id)
@@ -288,7 +408,7 @@ class MetadataImage:
 
     def _partition(self, rec: PartitionRecord, offset: int) -> None:
         t = self._topic_of(rec.topic_id, offset, "PartitionRecord")
-        t.partitions[rec.partition_id] = PartitionRegistration(
+        new = PartitionRegistration(
             replicas=rec.replicas,
             isr=rec.isr,
             removing_replicas=rec.removing_replicas,
@@ -298,6 +418,7 @@ class MetadataImage:
             leader_epoch=rec.leader_epoch,
             partition_epoch=rec.partition_epoch,
         )
+        self._set_partition(t, rec.partition_id, new, offset)
 
     def _partition_change(self, rec: PartitionChangeRecord, offset: int) -> None:
         t = self._topic_of(rec.topic_id, offset, "PartitionChangeRecord")
@@ -306,30 +427,36 @@ class MetadataImage:
             raise MetadataReplayError(
                 offset, f"PartitionChangeRecord for unknown partition {t.name}-{rec.partition_id}"
             )
-        t.partitions[rec.partition_id] = p.merge(rec)
+        self._set_partition(t, rec.partition_id, p.merge(rec), offset)
 
     def _remove_topic(self, rec: RemoveTopicRecord, offset: int) -> None:
         t = self._topic_of(rec.topic_id, offset, "RemoveTopicRecord")
-        del self.topics[rec.topic_id]
-        del self.topic_ids_by_name[t.name]
-        self.configs.pop((TOPIC_RESOURCE, t.name), None)
+        if self.listener is not None:
+            for pid, p in t.partitions.items():
+                self.listener.partition_changed(t.topic_id, pid, p, None)
+        self._del(self.topics, rec.topic_id, offset)
+        self._del(self.topic_ids_by_name, t.name, offset)
+        if (TOPIC_RESOURCE, t.name) in self.configs:
+            self._del(self.configs, (TOPIC_RESOURCE, t.name), offset)
 
     def _config(self, rec: ConfigRecord, offset: int) -> None:
         key = (rec.resource_type, rec.resource_name)
+        # copy-on-write so the journal's old value stays intact
+        entries = dict(self.configs.get(key, {}))
         if rec.value is None:
-            entries = self.configs.get(key)
-            if entries is not None:
-                entries.pop(rec.name, None)
-                if not entries:
-                    del self.configs[key]
+            entries.pop(rec.name, None)
         else:
-            self.configs.setdefault(key, {})[rec.name] = rec.value
+            entries[rec.name] = rec.value
+        if entries:
+            self._set(self.configs, key, entries, offset)
+        elif key in self.configs:
+            self._del(self.configs, key, offset)
 
     def _feature(self, rec: FeatureLevelRecord, offset: int) -> None:
-        if rec.feature_level == 0:
-            self.features.pop(rec.name, None)  # level 0 removes a feature, as in Kafka
-        else:
-            self.features[rec.name] = rec.feature_level
+        if rec.feature_level != 0:
+            self._set(self.features, rec.name, rec.feature_level, offset)
+        elif rec.name in self.features:
+            self._del(self.features, rec.name, offset)  # level 0 removes a feature, as in Kafka
 
     # ------------------------------------------------------------------ queries
 
@@ -472,6 +599,8 @@ class MetadataImage:
             f"topics={len(self.topics)}, partitions={self.partition_count()})"
         )
 
+
+_TXN_MARKERS = (BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord)
 
 _HANDLERS: dict[type, Any] = {
     RegisterBrokerRecord: MetadataImage._register,

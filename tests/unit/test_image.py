@@ -151,3 +151,53 @@ def test_contradicting_record_names_offset(record, reason: str) -> None:
 def test_offsets_must_rise() -> None:
     with pytest.raises(MetadataReplayError, match="not after"):
         _base().replay(TopicRecord("u", "U"), 2)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.changes: list[tuple] = []
+
+    def partition_changed(self, topic_id, partition_id, old, new) -> None:
+        self.changes.append((topic_id, partition_id, old, new))
+
+
+def test_revert_undoes_uncommitted_replays(story_batches) -> None:
+    """An active controller replays before commit and reverts on leadership loss."""
+    committed_at = 12
+    reference = MetadataImage()
+    image = MetadataImage()
+    image.enable_journal()
+    listener = Recorder()
+    image.listener = listener
+    for b in story_batches:
+        image.replay_batch(b.base_offset, b.records, b.append_time_ms)
+        for i, r in enumerate(b.records):
+            if b.base_offset + i <= committed_at:
+                reference.replay(r, b.base_offset + i)
+    image.commit_to(committed_at)
+    image.revert_to(committed_at)
+    assert image.to_dict() == reference.to_dict()
+    # the listener saw every partition return to its committed registration
+    last = {}
+    for tid, pid, _old, new in listener.changes:
+        last[(tid, pid)] = new
+    topic = reference.topic_by_name("orders")
+    assert {k: v for k, v in last.items()} == {(topic.topic_id, p): r for p, r in topic.partitions.items()}
+
+
+def test_revert_inside_and_across_transactions() -> None:
+    image = _base()
+    image.enable_journal()
+    image.replay(BeginTransactionRecord("t"), 3)
+    image.replay(TopicRecord("u", "U"), 4)
+    image.replay(TopicRecord("v", "V"), 5)
+    image.replay(EndTransactionRecord(), 6)
+    image.replay(RemoveTopicRecord("U"), 7)
+    image.replay(ConfigRecord(TOPIC_RESOURCE, "v", "a", "1"), 8)
+    image.revert_to(5)
+    assert image.in_transaction and image.topic_by_name("v") is None and image.offset == 5
+    image.revert_to(4)
+    image.replay(AbortTransactionRecord("lost"), 5)
+    assert image.topic_by_name("u") is None and not image.in_transaction
+    image.revert_to(2)
+    assert image.to_dict() == _base().to_dict()

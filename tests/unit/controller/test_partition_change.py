@@ -7,7 +7,9 @@ from metadata_log.image import PartitionRegistration
 from metadata_log.records import NO_LEADER, NO_LEADER_CHANGE, RECOVERING, PartitionChangeRecord
 
 
-def part(replicas: tuple[int, ...], isr: tuple[int, ...], leader: int, epoch: int = 5) -> PartitionRegistration:
+def part(
+    replicas: tuple[int, ...], isr: tuple[int, ...], leader: int, epoch: int = 5
+) -> PartitionRegistration:
     return PartitionRegistration(replicas, isr, (), (), leader, 0, epoch, 10)
 
 
@@ -40,7 +42,9 @@ def test_target_isr_without_acceptable_member_has_no_leader() -> None:
 
 def test_unclean_election_takes_first_acceptable_replica() -> None:
     rec = builder(unclean=True).set_target_isr([3]).build()
-    assert rec == PartitionChangeRecord("T", 0, isr=(2,), leader=2, leader_recovery_state=RECOVERING)
+    assert rec == PartitionChangeRecord(
+        "T", 0, isr=(2,), leader=2, leader_recovery_state=RECOVERING
+    )
 
 
 def test_isr_expansion_does_not_bump_leader_epoch() -> None:
@@ -54,7 +58,12 @@ def test_isr_expansion_does_not_bump_leader_epoch() -> None:
 
 def test_removing_replicas_forces_leader_epoch_bump() -> None:
     p = part((1, 2, 3), (1, 2, 3), leader=1)
-    rec = PartitionChangeBuilder(p, "T", 0, lambda b: True).set_target_replicas([1, 2]).set_target_isr([1, 2]).build()
+    rec = (
+        PartitionChangeBuilder(p, "T", 0, lambda b: True)
+        .set_target_replicas([1, 2])
+        .set_target_isr([1, 2])
+        .build()
+    )
     assert rec is not None and rec.leader == 1
     assert p.merge(rec).leader_epoch == p.leader_epoch + 1
 
@@ -86,5 +95,9 @@ def test_last_isr_member_is_kept_when_fenced() -> None:
 def test_controlled_shutdown_of_leader() -> None:
     """A broker leading [0,1,2] enters controlled shutdown: ISR [1,2], leader 1."""
     p = part((0, 1, 2), (0, 1, 2), leader=0)
-    rec = PartitionChangeBuilder(p, "T", 0, lambda b: b != 0).set_target_isr(isr_without(p.isr, 0)).build()
+    rec = (
+        PartitionChangeBuilder(p, "T", 0, lambda b: b != 0)
+        .set_target_isr(isr_without(p.isr, 0))
+        .build()
+    )
     assert rec == PartitionChangeRecord("T", 0, isr=(1, 2), leader=1)

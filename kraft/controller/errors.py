@@ -1,0 +1,53 @@
+"""API errors with Kafka's error names and the HTTP status of each (DESIGN 1.2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+HTTP_STATUS: dict[str, int] = {
+    "INVALID_REQUEST": 400,
+    "INVALID_REPLICATION_FACTOR": 400,
+    "INVALID_PARTITIONS": 400,
+    "INVALID_CONFIG": 400,
+    "INVALID_TOPIC_EXCEPTION": 400,
+    "INVALID_REPLICA_ASSIGNMENT": 400,
+    "UNAUTHORIZED": 403,
+    "UNKNOWN_TOPIC_OR_PARTITION": 404,
+    "BROKER_ID_NOT_REGISTERED": 404,
+    "TOPIC_ALREADY_EXISTS": 409,
+    "DUPLICATE_BROKER_REGISTRATION": 409,
+    "STALE_BROKER_EPOCH": 409,
+    "INCONSISTENT_CLUSTER_ID": 409,
+    "FENCED_LEADER_EPOCH": 409,
+    "INVALID_UPDATE_VERSION": 409,
+    "INELIGIBLE_REPLICA": 409,
+    "NOT_LEADER_OR_FOLLOWER": 409,
+    "ELIGIBLE_LEADERS_NOT_AVAILABLE": 409,
+    "PREFERRED_LEADER_NOT_AVAILABLE": 409,
+    "REQUEST_TOO_LARGE": 413,
+    "NOT_CONTROLLER": 503,
+    "REQUEST_TIMED_OUT": 504,
+}
+
+
+class ApiError(Exception):
+    """An error answered to a client: Kafka's name, a message naming the problem."""
+
+    def __init__(self, code: str, message: str, **extra: Any) -> None:
+        if code not in HTTP_STATUS:
+            raise ValueError(f"unknown error code {code}")
+        self.code = code
+        self.message = message
+        self.extra = extra
+        super().__init__(f"{code}: {message}")
+
+    @property
+    def status(self) -> int:
+        return HTTP_STATUS[self.code]
+
+    def to_body(self) -> dict[str, Any]:
+        return {"error_code": self.code, "message": self.message, **self.extra}
+
+
+def invalid(message: str) -> ApiError:
+    return ApiError("INVALID_REQUEST", message)

@@ -1,0 +1,772 @@
+"""QuorumController: the pure controller, on Kafka's records-then-replay pattern.
+
+Every command is `generate(request, now) -> ControllerResult(records, reply)`
+and touches no durable state; only `replay(record, offset)` changes it, and the
+same replay runs on the active controller (as it appends, before commit) and on
+standbys (as records commit), so a standby is hot when it takes over. The active
+controller journals its replays and `deactivate()` reverts the uncommitted ones.
+
+Soft state (heartbeat sessions) lives in BrokerHeartbeatManager, only on the
+active controller, and is never logged. Fencing is one broker at a time: the
+stalest broker's records (partition changes first, then its FenceBrokerRecord)
+are replayed before the next stale broker is looked for.
+
+Pure: time is `now_ms`, randomness the seeded rng given at construction.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kraft.controller.configs import UNCLEAN_LEADER_ELECTION_ENABLE, validate_topic_configs
+from kraft.controller.errors import ApiError, invalid
+from kraft.controller.heartbeat import BrokerControlState, BrokerHeartbeatManager
+from kraft.controller.partition_change import Election, PartitionChangeBuilder, isr_without
+from kraft.controller.placement import place_replicas
+from kraft.controller.requests import (
+    AlterConfigsRequest,
+    AlterPartitionRequest,
+    BrokerHeartbeatRequest,
+    CreatePartitionsRequest,
+    CreateTopicRequest,
+    ElectLeadersRequest,
+    RegisterBrokerRequest,
+)
+from metadata_log.image import MetadataImage, PartitionRegistration
+from metadata_log.records import (
+    FENCE_YES,
+    LATEST_METADATA_VERSION,
+    METADATA_VERSION_FEATURE,
+    NO_LEADER,
+    RECOVERED,
+    RECOVERING,
+    TOPIC_RESOURCE,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+    new_topic_id,
+)
+
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME_LENGTH = 249
+
+PartitionKey = tuple[str, int]  # (topic_id, partition_id)
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    node_id: int
+    controller_ids: frozenset[int]
+    cluster_id: str
+    session_timeout_ms: int = 9000
+    heartbeat_interval_ms: int = 2000
+    unclean_leader_election_enable: bool = False  # cluster default; topics may override
+    max_partitions_per_request: int = 100_000
+    max_topics: int = 100_000
+
+
+@dataclass(frozen=True)
+class ControllerResult:
+    records: tuple[MetadataRecord, ...]
+    reply: Any = None
+    # True: the records must commit all or none (too large for one batch becomes a
+    # metadata transaction). Every result here is atomic; the flag is Kafka's.
+    atomic: bool = True
+
+
+class ReplicationIndex:
+    """Partitions by ISR member, by leader, and leaderless: Kafka's BrokersToIsrs.
+
+    Kept current by the image's partition listener, also when it reverts.
+    Invariant: mirrors exactly the partitions of the image.
+    """
+
+    def __init__(self) -> None:
+        self.in_isr: dict[int, set[PartitionKey]] = {}
+        self.led_by: dict[int, set[PartitionKey]] = {}
+        self.leaderless: set[PartitionKey] = set()
+
+    def partition_changed(
+        self,
+        topic_id: str,
+        partition_id: int,
+        old: PartitionRegistration | None,
+        new: PartitionRegistration | None,
+    ) -> None:
+        key = (topic_id, partition_id)
+        if old is not None:
+            for b in old.isr:
+                s = self.in_isr.get(b)
+                if s is not None:
+                    s.discard(key)
+            if old.leader >= 0:
+                self.led_by.get(old.leader, set()).discard(key)
+            else:
+                self.leaderless.discard(key)
+        if new is not None:
+            for b in new.isr:
+                self.in_isr.setdefault(b, set()).add(key)
+            if new.leader >= 0:
+                self.led_by.setdefault(new.leader, set()).add(key)
+            else:
+                self.leaderless.add(key)
+
+    def leads_any(self, broker_id: int) -> bool:
+        return bool(self.led_by.get(broker_id))
+
+
+class QuorumController:
+    def __init__(self, config: ControllerConfig, rng: random.Random) -> None:
+        self.config = config
+        self.rng = rng
+        self.image = MetadataImage()
+        self.index = ReplicationIndex()
+        self.image.listener = self.index
+        self.heartbeats: BrokerHeartbeatManager | None = None  # only while active
+        self.now_ms = 0
+        # Offset at which each broker entered controlled shutdown (from replay, so a
+        # new active controller knows it too).
+        self._shutdown_offsets: dict[int, int] = {}
+
+    # ---------------------------------------------------------------- state
+
+    @property
+    def active(self) -> bool:
+        return self.heartbeats is not None
+
+    def replay(self, record: Record, offset: int) -> None:
+        """The only way state changes: on the active controller and on standbys."""
+        self.image.replay(record, offset)
+        t = type(record)
+        hb = self.heartbeats
+        if t is RegisterBrokerRecord:
+            self._shutdown_offsets.pop(record.broker_id, None)  # type: ignore[union-attr]
+            if hb is not None:
+                hb.register(record.broker_id, record.fenced, self.now_ms)  # type: ignore[union-attr]
+        elif t is UnregisterBrokerRecord:
+            self._shutdown_offsets.pop(record.broker_id, None)  # type: ignore[union-attr]
+            if hb is not None:
+                hb.remove(record.broker_id)  # type: ignore[union-attr]
+        elif t is FenceBrokerRecord:
+            if hb is not None:
+                hb.fence(record.id)  # type: ignore[union-attr]
+        elif t is BrokerRegistrationChangeRecord:
+            if record.in_controlled_shutdown == 1:  # type: ignore[union-attr]
+                self._shutdown_offsets.setdefault(record.broker_id, offset)  # type: ignore[union-attr]
+                if hb is not None:
+                    hb.mark_controlled_shutdown(record.broker_id, offset)  # type: ignore[union-attr]
+            if record.fenced == FENCE_YES and hb is not None:  # type: ignore[union-attr]
+                hb.fence(record.broker_id)  # type: ignore[union-attr]
+
+    def replay_batch(
+        self, base_offset: int, records: Iterable[Record], append_time_ms: int = 0
+    ) -> None:
+        off = base_offset
+        for rec in records:
+            self.replay(rec, off)
+            off += 1
+        self.image.last_append_time_ms = max(self.image.last_append_time_ms, append_time_ms)
+
+    def load_snapshot(self, image: MetadataImage) -> None:
+        """Replace the state with a snapshot's image (a standby far behind, or start-up)."""
+        if self.active:
+            raise RuntimeError("the active controller does not load snapshots")
+        self.image = image
+        self.index = ReplicationIndex()
+        image.listener = self.index
+        for topic in image.topics.values():
+            for pid, p in topic.partitions.items():
+                self.index.partition_changed(topic.topic_id, pid, None, p)
+        self._shutdown_offsets = {
+            b.broker_id: image.offset for b in image.brokers.values() if b.in_controlled_shutdown
+        }
+
+    def activate(self, now_ms: int) -> None:
+        """Become the active controller (after replaying the whole committed log).
+
+        Every registered broker counts as just seen (Kafka bug 18138): a broker that
+        died during the failover is fenced one session from now, not never.
+        """
+        self.now_ms = now_ms
+        hb = BrokerHeartbeatManager(self.config.session_timeout_ms)
+        for b in self.image.brokers.values():
+            hb.register(b.broker_id, b.fenced, now_ms)
+            if b.broker_id in self._shutdown_offsets:
+                hb.mark_controlled_shutdown(b.broker_id, self._shutdown_offsets[b.broker_id])
+        self.heartbeats = hb
+        self.image.enable_journal()
+
+    def deactivate(self, committed_offset: int) -> None:
+        """Lose leadership: revert every replay after the committed offset."""
+        if self.image._journal is not None:
+            self.image.revert_to(committed_offset)
+        self.image.disable_journal()
+        self.heartbeats = None
+
+    def on_commit(self, offset: int) -> None:
+        self.image.commit_to(offset)
+
+    def snapshot_records(self) -> list[MetadataRecord]:
+        return list(self.image.to_records())
+
+    # ---------------------------------------------------------------- helpers
+
+    def _hb(self) -> BrokerHeartbeatManager:
+        if self.heartbeats is None:
+            raise ApiError("NOT_CONTROLLER", "this controller is not active")
+        return self.heartbeats
+
+    def _acceptable(self, broker_id: int) -> bool:
+        b = self.image.brokers.get(broker_id)
+        return b is not None and not b.fenced and not b.in_controlled_shutdown
+
+    def _unclean_enabled(self, topic_name: str) -> bool:
+        value = self.image.topic_configs(topic_name).get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        if value is None:
+            return self.config.unclean_leader_election_enable
+        return value == "true"
+
+    def _partition_updates(
+        self,
+        keys: Iterable[PartitionKey],
+        broker_to_remove: int | None,
+        broker_to_add: int | None = None,
+    ) -> list[MetadataRecord]:
+        """Kafka's generateLeaderAndIsrUpdates: take a broker out of ISRs and
+        leaderships, or elect leaders now that a broker is coming back."""
+
+        def acceptable(b: int) -> bool:
+            if b == broker_to_remove:
+                return False
+            return b == broker_to_add or self._acceptable(b)
+
+        out: list[MetadataRecord] = []
+        for topic_id, pid in sorted(keys):
+            topic = self.image.topics[topic_id]
+            p = topic.partitions[pid]
+            builder = PartitionChangeBuilder(
+                p, topic_id, pid, acceptable, self._unclean_enabled(topic.name)
+            )
+            if broker_to_remove is not None:
+                builder.set_target_isr(isr_without(p.isr, broker_to_remove))
+            rec = builder.build()
+            if rec is not None:
+                out.append(rec)
+        return out
+
+    def _remove_broker_from_partitions(self, broker_id: int) -> list[MetadataRecord]:
+        keys = set(self.index.in_isr.get(broker_id, ())) | set(self.index.led_by.get(broker_id, ()))
+        return self._partition_updates(keys, broker_to_remove=broker_id)
+
+    # ---------------------------------------------------------------- brokers
+
+    def register_broker(
+        self, req: RegisterBrokerRequest, now_ms: int, next_offset: int
+    ) -> ControllerResult:
+        """A new RegisterBrokerRecord whose offset is the broker's new epoch; it starts fenced."""
+        self.now_ms = now_ms
+        hb = self._hb()
+        if req.cluster_id != self.config.cluster_id:
+            raise ApiError(
+                "INCONSISTENT_CLUSTER_ID",
+                f"cluster id {req.cluster_id!r} does not match this cluster's {self.config.cluster_id!r}",
+            )
+        if req.broker_id in self.config.controller_ids:
+            raise invalid(
+                f"node id {req.broker_id} belongs to a controller; broker ids share its namespace"
+            )
+        existing = self.image.brokers.get(req.broker_id)
+        if (
+            existing is not None
+            and existing.incarnation_id != req.incarnation_id
+            and not existing.fenced
+            and hb.has_valid_session(req.broker_id, now_ms)
+        ):
+            raise ApiError(
+                "DUPLICATE_BROKER_REGISTRATION",
+                f"another incarnation of broker {req.broker_id} ({existing.incarnation_id}) still has a live session",
+            )
+        mv = self.image.features.get(METADATA_VERSION_FEATURE, LATEST_METADATA_VERSION)
+        for f in req.features:
+            if (
+                f.name == METADATA_VERSION_FEATURE
+                and not f.min_supported_version <= mv <= f.max_supported_version
+            ):
+                raise invalid(
+                    f"broker {req.broker_id} supports metadata.version {f.min_supported_version}-"
+                    f"{f.max_supported_version}, the cluster is at {mv}"
+                )
+        record = RegisterBrokerRecord(
+            broker_id=req.broker_id,
+            incarnation_id=req.incarnation_id,
+            broker_epoch=next_offset,
+            endpoints=req.listeners,
+            features=req.features,
+            rack=req.rack,
+            fenced=True,
+            in_controlled_shutdown=False,
+        )
+        return ControllerResult((record,), {"broker_epoch": next_offset})
+
+    def note_heartbeat_contact(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        """Called as a heartbeat arrives, before it queues: contact counts even if
+        the queued command later misses its deadline (Kafka bug 15019)."""
+        if self.heartbeats is None:
+            return
+        b = self.image.brokers.get(broker_id)
+        if b is not None and b.broker_epoch == broker_epoch:
+            self.heartbeats.note_contact(broker_id, now_ms)
+
+    def _current_state(self, broker_id: int) -> BrokerControlState:
+        b = self.image.brokers[broker_id]
+        if b.fenced:
+            return BrokerControlState.FENCED
+        if b.in_controlled_shutdown:
+            return BrokerControlState.CONTROLLED_SHUTDOWN
+        return BrokerControlState.UNFENCED
+
+    def heartbeat(self, req: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
+        self.now_ms = now_ms
+        hb = self._hb()
+        b = self.image.brokers.get(req.broker_id)
+        if b is None:
+            raise ApiError("STALE_BROKER_EPOCH", f"broker {req.broker_id} is not registered")
+        if b.broker_epoch != req.broker_epoch:
+            raise ApiError(
+                "STALE_BROKER_EPOCH",
+                f"broker {req.broker_id} epoch {req.broker_epoch} is stale; registered epoch is {b.broker_epoch}",
+            )
+        current = self._current_state(req.broker_id)
+        nxt = hb.next_state(
+            req.broker_id,
+            current,
+            req.want_fence,
+            req.want_shutdown,
+            req.current_metadata_offset,
+            b.broker_epoch,
+            self.index.leads_any(req.broker_id),
+        )
+        records: list[MetadataRecord] = []
+        if nxt is not current:
+            S = BrokerControlState
+            if nxt is S.FENCED:
+                records = self._remove_broker_from_partitions(req.broker_id)
+                records.append(FenceBrokerRecord(req.broker_id, b.broker_epoch))
+            elif nxt is S.UNFENCED:
+                records = [UnfenceBrokerRecord(req.broker_id, b.broker_epoch)]
+                records += self._partition_updates(
+                    {
+                        k
+                        for k in self.index.leaderless
+                        if req.broker_id in self.image.topics[k[0]].partitions[k[1]].isr
+                    },
+                    broker_to_remove=None,
+                    broker_to_add=req.broker_id,
+                )
+            elif nxt is S.CONTROLLED_SHUTDOWN:
+                records = [
+                    BrokerRegistrationChangeRecord(
+                        req.broker_id, b.broker_epoch, in_controlled_shutdown=1
+                    )
+                ]
+                records += self._remove_broker_from_partitions(req.broker_id)
+            elif nxt is S.SHUTDOWN_NOW:
+                records = self._remove_broker_from_partitions(req.broker_id)
+                if not b.fenced:
+                    records.append(
+                        BrokerRegistrationChangeRecord(
+                            req.broker_id, b.broker_epoch, fenced=FENCE_YES
+                        )
+                    )
+        hb.touch(req.broker_id, nxt.fenced, req.current_metadata_offset, now_ms)
+        reply = {
+            "is_caught_up": req.current_metadata_offset >= b.broker_epoch,
+            "is_fenced": nxt.fenced,
+            "in_controlled_shutdown": nxt.in_controlled_shutdown,
+            "should_shut_down": nxt.should_shut_down,
+        }
+        return ControllerResult(tuple(records), reply)
+
+    def next_fence_check_ms(self) -> int | None:
+        return None if self.heartbeats is None else self.heartbeats.next_check_time_ms()
+
+    def maybe_fence_stale_broker(self, now_ms: int) -> ControllerResult | None:
+        """Fence the single stalest broker whose session has expired, if any.
+
+        The caller replays these records before calling again, so each fence's
+        partition changes are computed against the previous fence's result.
+        """
+        self.now_ms = now_ms
+        hb = self._hb()
+        broker_id = hb.find_one_stale_broker(now_ms)
+        if broker_id is None:
+            return None
+        b = self.image.brokers[broker_id]
+        records = self._remove_broker_from_partitions(broker_id)
+        records.append(FenceBrokerRecord(broker_id, b.broker_epoch))
+        # Soft state moves now: a second call before replay must not pick it again.
+        hb.fence(broker_id)
+        return ControllerResult(tuple(records), {"fenced_broker": broker_id})
+
+    def unregister_broker(self, broker_id: int, now_ms: int) -> ControllerResult:
+        self.now_ms = now_ms
+        hb = self._hb()
+        b = self.image.brokers.get(broker_id)
+        if b is None:
+            raise ApiError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered")
+        if not b.fenced and hb.has_valid_session(broker_id, now_ms):
+            raise invalid(f"broker {broker_id} still has a live session; stop it first")
+        records = self._remove_broker_from_partitions(broker_id)
+        records.append(UnregisterBrokerRecord(broker_id, b.broker_epoch))
+        return ControllerResult(tuple(records), {"broker_id": broker_id})
+
+    def noop(self) -> ControllerResult:
+        return ControllerResult((NoOpRecord(),))
+
+    def bootstrap_records(self) -> list[MetadataRecord]:
+        """What the first active controller of an empty log writes (metadata.version)."""
+        if METADATA_VERSION_FEATURE in self.image.features:
+            return []
+        return [FeatureLevelRecord(METADATA_VERSION_FEATURE, LATEST_METADATA_VERSION)]
+
+    # ---------------------------------------------------------------- topics
+
+    def _usable_brokers(self) -> dict[int, str | None]:
+        return {
+            bid: b.rack
+            for bid, b in self.image.brokers.items()
+            if not b.fenced and not b.in_controlled_shutdown
+        }
+
+    def _validate_topic_name(self, name: str) -> None:
+        if not name or name in (".", ".."):
+            raise ApiError("INVALID_TOPIC_EXCEPTION", f"topic name {name!r} is illegal")
+        if len(name) > MAX_TOPIC_NAME_LENGTH:
+            raise ApiError(
+                "INVALID_TOPIC_EXCEPTION",
+                f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters",
+            )
+        if not _TOPIC_NAME.match(name):
+            raise ApiError(
+                "INVALID_TOPIC_EXCEPTION",
+                f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
+            )
+
+    def _new_partitions(
+        self,
+        topic_id: str,
+        first_partition_id: int,
+        assignments: list[tuple[int, ...]],
+    ) -> list[MetadataRecord]:
+        out: list[MetadataRecord] = []
+        for i, replicas in enumerate(assignments):
+            isr = tuple(r for r in replicas if self._acceptable(r))
+            if not isr:
+                raise ApiError(
+                    "INVALID_REPLICATION_FACTOR",
+                    f"all brokers of partition {first_partition_id + i}'s assignment {list(replicas)} are fenced",
+                )
+            out.append(
+                PartitionRecord(topic_id, first_partition_id + i, replicas, isr, leader=isr[0])
+            )
+        return out
+
+    def _check_assignments(self, assignments: Iterable[tuple[int, ...]], rf: int | None) -> None:
+        for i, replicas in enumerate(assignments):
+            if not replicas:
+                raise ApiError(
+                    "INVALID_REPLICA_ASSIGNMENT", f"partition {i} has an empty replica list"
+                )
+            if len(set(replicas)) != len(replicas):
+                raise ApiError(
+                    "INVALID_REPLICA_ASSIGNMENT",
+                    f"partition {i} lists a replica twice: {list(replicas)}",
+                )
+            if rf is not None and len(replicas) != rf:
+                raise ApiError(
+                    "INVALID_REPLICA_ASSIGNMENT",
+                    f"partition {i} has {len(replicas)} replicas, the others have {rf}",
+                )
+            for r in replicas:
+                if r not in self.image.brokers:
+                    raise ApiError(
+                        "INVALID_REPLICA_ASSIGNMENT", f"partition {i}: broker {r} is not registered"
+                    )
+            rf = len(replicas)
+
+    def _placement(
+        self, partitions: int, rf: int, first_partition_id: int
+    ) -> list[tuple[int, ...]]:
+        usable = self._usable_brokers()
+        if rf > len(usable):
+            raise ApiError(
+                "INVALID_REPLICATION_FACTOR",
+                f"replication factor {rf} is larger than the {len(usable)} available (unfenced) brokers",
+            )
+        return place_replicas(usable, partitions, rf, self.rng, first_partition_id)
+
+    def create_topic(self, req: CreateTopicRequest, now_ms: int) -> ControllerResult:
+        self.now_ms = now_ms
+        self._hb()
+        self._validate_topic_name(req.name)
+        if req.name in self.image.topic_ids_by_name:
+            raise ApiError("TOPIC_ALREADY_EXISTS", f"topic {req.name!r} already exists")
+        # '.' and '_' collide in metric names, as in Kafka
+        canon = req.name.replace(".", "_")
+        for other in self.image.topic_ids_by_name:
+            if other.replace(".", "_") == canon:
+                raise ApiError(
+                    "INVALID_TOPIC_EXCEPTION",
+                    f"topic {req.name!r} collides with existing topic {other!r}",
+                )
+        if len(self.image.topics) >= self.config.max_topics:
+            raise ApiError(
+                "INVALID_REQUEST",
+                f"the cluster already has the maximum of {self.config.max_topics} topics",
+            )
+        validate_topic_configs(req.configs)
+        if req.assignments is not None:
+            if not req.assignments:
+                raise ApiError("INVALID_PARTITIONS", "assignments must list at least one partition")
+            if len(req.assignments) > self.config.max_partitions_per_request:
+                raise ApiError(
+                    "INVALID_PARTITIONS",
+                    f"more than {self.config.max_partitions_per_request} partitions",
+                )
+            self._check_assignments(req.assignments, None)
+            assignments = list(req.assignments)
+        else:
+            assert req.partitions is not None and req.replication_factor is not None
+            if req.partitions < 1:
+                raise ApiError(
+                    "INVALID_PARTITIONS", f"number of partitions must be >= 1, got {req.partitions}"
+                )
+            if req.partitions > self.config.max_partitions_per_request:
+                raise ApiError(
+                    "INVALID_PARTITIONS",
+                    f"{req.partitions} partitions exceed the limit of {self.config.max_partitions_per_request}",
+                )
+            if req.replication_factor < 1:
+                raise ApiError(
+                    "INVALID_REPLICATION_FACTOR",
+                    f"replication factor must be >= 1, got {req.replication_factor}",
+                )
+            assignments = self._placement(req.partitions, req.replication_factor, 0)
+        topic_id = new_topic_id(self.rng)
+        records: list[MetadataRecord] = [TopicRecord(req.name, topic_id)]
+        records += self._new_partitions(topic_id, 0, assignments)
+        records += [
+            ConfigRecord(TOPIC_RESOURCE, req.name, k, v) for k, v in sorted(req.configs.items())
+        ]
+        return ControllerResult(
+            tuple(records),
+            {"name": req.name, "topic_id": topic_id, "partitions": len(assignments)},
+        )
+
+    def _topic_or_404(self, name: str):  # noqa: ANN202
+        topic = self.image.topic_by_name(name)
+        if topic is None:
+            raise ApiError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        return topic
+
+    def delete_topic(self, name: str, now_ms: int) -> ControllerResult:
+        self.now_ms = now_ms
+        self._hb()
+        topic = self._topic_or_404(name)
+        return ControllerResult(
+            (RemoveTopicRecord(topic.topic_id),), {"name": name, "topic_id": topic.topic_id}
+        )
+
+    def create_partitions(self, req: CreatePartitionsRequest, now_ms: int) -> ControllerResult:
+        self.now_ms = now_ms
+        self._hb()
+        topic = self._topic_or_404(req.name)
+        current = len(topic.partitions)
+        if req.count <= current:
+            raise ApiError(
+                "INVALID_PARTITIONS",
+                f"topic {req.name!r} has {current} partitions; the new count {req.count} must be larger",
+            )
+        added = req.count - current
+        if added > self.config.max_partitions_per_request:
+            raise ApiError(
+                "INVALID_PARTITIONS",
+                f"cannot add more than {self.config.max_partitions_per_request} partitions",
+            )
+        rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+        if req.assignments is not None:
+            if len(req.assignments) != added:
+                raise ApiError(
+                    "INVALID_REPLICA_ASSIGNMENT",
+                    f"{len(req.assignments)} assignments given for {added} new partitions",
+                )
+            self._check_assignments(req.assignments, rf)
+            assignments = list(req.assignments)
+        else:
+            assignments = self._placement(added, rf, current)
+        records = self._new_partitions(topic.topic_id, current, assignments)
+        return ControllerResult(tuple(records), {"name": req.name, "partitions": req.count})
+
+    def alter_configs(self, req: AlterConfigsRequest, now_ms: int) -> ControllerResult:
+        self.now_ms = now_ms
+        self._hb()
+        self._topic_or_404(req.name)
+        validate_topic_configs(req.configs)
+        current = self.image.topic_configs(req.name)
+        records: list[MetadataRecord] = [
+            ConfigRecord(TOPIC_RESOURCE, req.name, k, v)
+            for k, v in sorted(req.configs.items())
+            if current.get(k) != v
+        ]
+        merged = {k: v for k, v in {**current, **req.configs}.items() if v is not None}
+        # Enabling unclean election elects leaders for leaderless partitions now, as Kafka does.
+        if req.configs.get(UNCLEAN_LEADER_ELECTION_ENABLE) == "true":
+            topic = self.image.topic_by_name(req.name)
+            keys = [k for k in self.index.leaderless if k[0] == topic.topic_id]
+            for topic_id, pid in sorted(keys):
+                p = topic.partitions[pid]
+                rec = PartitionChangeBuilder(p, topic_id, pid, self._acceptable, True).build()
+                if rec is not None:
+                    records.append(rec)
+        return ControllerResult(tuple(records), {"name": req.name, "configs": merged})
+
+    # ---------------------------------------------------------------- partitions
+
+    def alter_partition(self, req: AlterPartitionRequest, now_ms: int) -> ControllerResult:
+        """AlterPartition from a partition leader, with Kafka's validation (KIP-903)."""
+        self.now_ms = now_ms
+        self._hb()
+        b = self.image.brokers.get(req.broker_id)
+        if b is None or b.broker_epoch != req.broker_epoch:
+            raise ApiError(
+                "STALE_BROKER_EPOCH", f"broker {req.broker_id} epoch {req.broker_epoch} is stale"
+            )
+        topic = self.image.topics.get(req.topic_id)
+        p = None if topic is None else topic.partitions.get(req.partition_id)
+        if topic is None or p is None:
+            raise ApiError(
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                f"partition {req.topic_id}-{req.partition_id} does not exist",
+            )
+        if req.leader_epoch < p.leader_epoch:
+            raise ApiError(
+                "FENCED_LEADER_EPOCH",
+                f"leader epoch {req.leader_epoch} is older than the current {p.leader_epoch}",
+            )
+        if req.leader_epoch > p.leader_epoch:
+            raise ApiError(
+                "NOT_CONTROLLER",
+                f"leader epoch {req.leader_epoch} is newer than this controller knows",
+            )
+        if req.broker_id != p.leader:
+            raise invalid(
+                f"broker {req.broker_id} is not the leader of {topic.name}-{req.partition_id} ({p.leader})"
+            )
+        if req.partition_epoch != p.partition_epoch:
+            raise ApiError(
+                "INVALID_UPDATE_VERSION",
+                f"partition epoch {req.partition_epoch} does not match the current {p.partition_epoch}",
+            )
+        new_isr = tuple(m.broker_id for m in req.new_isr_with_epochs)
+        if len(set(new_isr)) != len(new_isr) or not set(new_isr) <= set(p.replicas):
+            raise invalid(
+                f"new ISR {list(new_isr)} has duplicates or brokers outside replicas {list(p.replicas)}"
+            )
+        if p.leader not in new_isr:
+            raise invalid(f"new ISR {list(new_isr)} does not include the leader {p.leader}")
+        if p.leader_recovery_state == RECOVERED and req.leader_recovery_state == RECOVERING:
+            raise invalid("a RECOVERED partition cannot go back to RECOVERING")
+        if req.leader_recovery_state == RECOVERING and len(new_isr) > 1:
+            raise invalid("a RECOVERING leader must be the only ISR member")
+        for m in req.new_isr_with_epochs:
+            if m.broker_id == p.leader or m.broker_id in p.isr:
+                continue  # only replicas joining the ISR must be eligible
+            mb = self.image.brokers.get(m.broker_id)
+            if mb is None or mb.fenced or mb.in_controlled_shutdown:
+                raise ApiError(
+                    "INELIGIBLE_REPLICA",
+                    f"broker {m.broker_id} is fenced, shutting down or unregistered",
+                )
+            if m.broker_epoch != -1 and m.broker_epoch != mb.broker_epoch:
+                raise ApiError(
+                    "INELIGIBLE_REPLICA",
+                    f"broker {m.broker_id} epoch {m.broker_epoch} is not its current epoch {mb.broker_epoch}",
+                )
+        rec = (
+            PartitionChangeBuilder(p, req.topic_id, req.partition_id, self._acceptable)
+            .set_target_isr(new_isr)
+            .set_target_leader_recovery_state(req.leader_recovery_state)
+            .build()
+        )
+        after = p if rec is None else p.merge(rec)
+        return ControllerResult(
+            () if rec is None else (rec,), partition_reply(req.topic_id, req.partition_id, after)
+        )
+
+    def elect_leaders(self, req: ElectLeadersRequest, now_ms: int) -> ControllerResult:
+        self.now_ms = now_ms
+        self._hb()
+        topic = self._topic_or_404(req.topic)
+        p = topic.partitions.get(req.partition)
+        if p is None:
+            raise ApiError(
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                f"partition {req.topic}-{req.partition} does not exist",
+            )
+        election = Election.PREFERRED if req.type == "preferred" else Election.UNCLEAN
+        builder = PartitionChangeBuilder(
+            p, topic.topic_id, req.partition, self._acceptable
+        ).set_election(election)
+        result = builder.elect_leader()
+        if election is Election.PREFERRED:
+            preferred = p.replicas[0]
+            if p.leader == preferred:
+                return ControllerResult(
+                    (), {**partition_reply(topic.topic_id, req.partition, p), "changed": False}
+                )
+            if result.leader != preferred:
+                raise ApiError(
+                    "PREFERRED_LEADER_NOT_AVAILABLE",
+                    f"preferred replica {preferred} of {req.topic}-{req.partition} is not in the ISR or not available",
+                )
+        elif p.leader >= 0 and self._acceptable(p.leader):
+            return ControllerResult(
+                (), {**partition_reply(topic.topic_id, req.partition, p), "changed": False}
+            )
+        elif result.leader == NO_LEADER:
+            raise ApiError(
+                "ELIGIBLE_LEADERS_NOT_AVAILABLE",
+                f"no replica of {req.topic}-{req.partition} is available to lead",
+            )
+        rec = builder.build()
+        after = p if rec is None else p.merge(rec)
+        return ControllerResult(
+            () if rec is None else (rec,),
+            {**partition_reply(topic.topic_id, req.partition, after), "changed": rec is not None},
+        )
+
+
+def partition_reply(topic_id: str, partition_id: int, p: PartitionRegistration) -> dict[str, Any]:
+    return {
+        "topic_id": topic_id,
+        "partition_id": partition_id,
+        "leader": p.leader,
+        "leader_epoch": p.leader_epoch,
+        "isr": list(p.isr),
+        "partition_epoch": p.partition_epoch,
+        "leader_recovery_state": p.leader_recovery_state,
+    }
