@@ -1,0 +1,284 @@
+"""The broker lifecycle as a pure state machine (Kafka's BrokerLifecycleManager).
+
+States: STARTING (registering, catching up with the metadata log) -> RECOVERY
+(caught up, waiting to be unfenced) -> RUNNING -> PENDING_CONTROLLED_SHUTDOWN
+(heartbeats carry want_shutdown) -> SHUTTING_DOWN. A RUNNING broker that the
+controller fenced goes back to RECOVERY; STALE_BROKER_EPOCH (the controller lost
+or replaced our registration) goes back to STARTING and registers again.
+
+The machine takes events and `now_ms`, and hands back what to send (one request
+in flight at a time) and when to wake. It picks the controller itself:
+NOT_CONTROLLER hints first, else round-robin over the list, with bounded
+exponential backoff and jitter from the seeded rng it is given. No I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class BrokerState(Enum):
+    STARTING = "STARTING"
+    RECOVERY = "RECOVERY"
+    RUNNING = "RUNNING"
+    PENDING_CONTROLLED_SHUTDOWN = "PENDING_CONTROLLED_SHUTDOWN"
+    SHUTTING_DOWN = "SHUTTING_DOWN"
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleConfig:
+    broker_id: int
+    cluster_id: str
+    incarnation_id: str
+    heartbeat_interval_ms: int = 2000
+    request_timeout_ms: int = 2000
+    controlled_shutdown_timeout_ms: int = 30_000
+    backoff_initial_ms: int = 100
+    backoff_max_ms: int = 5_000
+    backoff_jitter: float = 0.2
+    listeners: tuple[dict[str, Any], ...] = ()
+    rack: str | None = None
+    features: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send `body` to controller `controller` (an index into the list) at `path`."""
+
+    request_id: int
+    controller: int
+    kind: str  # "register" | "heartbeat"
+    body: dict[str, Any]
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    old: BrokerState
+    new: BrokerState
+    reason: str
+
+
+@dataclass
+class Output:
+    sends: list[Send] = field(default_factory=list)
+    changes: list[StateChange] = field(default_factory=list)
+    exit_code: int | None = None
+
+
+class Backoff:
+    """Exponential backoff with jitter, bounded: initial * 2^n capped at max."""
+
+    def __init__(self, initial_ms: int, max_ms: int, jitter: float, rng: random.Random) -> None:
+        self.initial_ms = initial_ms
+        self.max_ms = max_ms
+        self.jitter = jitter
+        self.rng = rng
+        self.attempts = 0
+
+    def next_delay_ms(self) -> int:
+        base = min(self.max_ms, self.initial_ms * (2 ** min(self.attempts, 30)))
+        self.attempts += 1
+        spread = base * self.jitter
+        return int(min(self.max_ms, max(0.0, base + self.rng.uniform(-spread, spread))))
+
+    def reset(self) -> None:
+        self.attempts = 0
+
+
+class ControllerSelector:
+    """Which controller to ask: the hinted leader if known, else round-robin."""
+
+    def __init__(self, count: int, rng: random.Random) -> None:
+        if count < 1:
+            raise ValueError("at least one controller address is needed")
+        self.count = count
+        self.current = rng.randrange(count)
+
+    def on_hint(self, index: int | None) -> None:
+        if index is not None and 0 <= index < self.count:
+            self.current = index
+        else:
+            self.rotate()
+
+    def rotate(self) -> None:
+        self.current = (self.current + 1) % self.count
+
+
+class BrokerLifecycle:
+    def __init__(
+        self, config: LifecycleConfig, controllers: int, rng: random.Random, now_ms: int
+    ) -> None:
+        self.config = config
+        self.rng = rng
+        self.state = BrokerState.STARTING
+        self.broker_epoch = -1
+        self.metadata_offset = -1
+        self.is_fenced = True
+        self.selector = ControllerSelector(controllers, rng)
+        self.backoff = Backoff(
+            config.backoff_initial_ms, config.backoff_max_ms, config.backoff_jitter, rng
+        )
+        self._in_flight: Send | None = None
+        self._in_flight_deadline = 0
+        self._next_send_ms = now_ms  # register at once
+        self._next_request_id = 1
+        self._shutdown_deadline_ms: int | None = None
+        self.errors = 0
+
+    # ---------------------------------------------------------------- helpers
+
+    def _change(self, out: Output, new: BrokerState, reason: str) -> None:
+        if new is not self.state:
+            out.changes.append(StateChange(self.state, new, reason))
+            self.state = new
+
+    @property
+    def registered(self) -> bool:
+        return self.broker_epoch >= 0
+
+    def next_wake_ms(self) -> int:
+        times = [self._next_send_ms]
+        if self._in_flight is not None:
+            times = [self._in_flight_deadline]
+        if self._shutdown_deadline_ms is not None:
+            times.append(self._shutdown_deadline_ms)
+        return min(times)
+
+    def _request(self, now_ms: int) -> Send:
+        rid = self._next_request_id
+        self._next_request_id += 1
+        if not self.registered:
+            body: dict[str, Any] = {
+                "broker_id": self.config.broker_id,
+                "cluster_id": self.config.cluster_id,
+                "incarnation_id": self.config.incarnation_id,
+                "listeners": list(self.config.listeners),
+                "rack": self.config.rack,
+                "features": list(self.config.features),
+            }
+            kind = "register"
+        else:
+            body = {
+                "broker_id": self.config.broker_id,
+                "broker_epoch": self.broker_epoch,
+                "current_metadata_offset": self.metadata_offset,
+                # Until the controller says we caught up, ask to stay fenced (Kafka's
+                # readyToUnfence); RECOVERY asks to be unfenced.
+                "want_fence": self.state is BrokerState.STARTING,
+                "want_shutdown": self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN,
+            }
+            kind = "heartbeat"
+        send = Send(rid, self.selector.current, kind, body, self.config.request_timeout_ms)
+        self._in_flight = send
+        self._in_flight_deadline = now_ms + self.config.request_timeout_ms
+        return send
+
+    def _retry_later(self, now_ms: int) -> None:
+        delay = self.backoff.next_delay_ms()
+        if self.registered:
+            # a registered broker must keep its session: never wait longer than an interval
+            delay = min(delay, self.config.heartbeat_interval_ms)
+        self._next_send_ms = now_ms + delay
+
+    # ---------------------------------------------------------------- events
+
+    def tick(self, now_ms: int) -> Output:
+        out = Output()
+        if self.state is BrokerState.SHUTTING_DOWN:
+            return out
+        if self._shutdown_deadline_ms is not None and now_ms >= self._shutdown_deadline_ms:
+            self._change(out, BrokerState.SHUTTING_DOWN, "controlled shutdown timed out")
+            out.exit_code = 0
+            return out
+        if self._in_flight is not None and now_ms >= self._in_flight_deadline:
+            # the controller did not answer in time: skip it
+            self._in_flight = None
+            self.errors += 1
+            self.selector.rotate()
+            self._retry_later(now_ms)
+        if self._in_flight is None and now_ms >= self._next_send_ms:
+            out.sends.append(self._request(now_ms))
+        return out
+
+    def set_metadata_offset(self, offset: int) -> None:
+        self.metadata_offset = max(self.metadata_offset, offset)
+
+    def begin_shutdown(self, now_ms: int) -> Output:
+        """SIGTERM: controlled shutdown if registered, bounded by its timeout."""
+        out = Output()
+        if self.state in (BrokerState.PENDING_CONTROLLED_SHUTDOWN, BrokerState.SHUTTING_DOWN):
+            return out
+        if not self.registered or self.is_fenced:
+            # nothing leads here yet: no controlled shutdown needed
+            self._change(out, BrokerState.SHUTTING_DOWN, "shutdown before being unfenced")
+            out.exit_code = 0
+            return out
+        self._change(out, BrokerState.PENDING_CONTROLLED_SHUTDOWN, "shutdown requested")
+        self._shutdown_deadline_ms = now_ms + self.config.controlled_shutdown_timeout_ms
+        self._next_send_ms = now_ms  # tell the controller at once
+        out.sends.extend(self.tick(now_ms).sends)
+        return out
+
+    def on_response(self, request_id: int, reply: dict[str, Any], now_ms: int) -> Output:
+        out = Output()
+        if self._in_flight is None or self._in_flight.request_id != request_id:
+            return out  # a late answer to a request we gave up on
+        kind = self._in_flight.kind
+        self._in_flight = None
+        self.backoff.reset()
+        if kind == "register":
+            self.broker_epoch = int(reply["broker_epoch"])
+            self.is_fenced = True
+            self._next_send_ms = now_ms  # first heartbeat at once
+            return out
+        self._next_send_ms = now_ms + self.config.heartbeat_interval_ms
+        self.is_fenced = bool(reply.get("is_fenced", True))
+        caught_up = bool(reply.get("is_caught_up", False))
+        if reply.get("should_shut_down"):
+            self._change(out, BrokerState.SHUTTING_DOWN, "controller granted shutdown")
+            out.exit_code = 0
+            return out
+        if self.state is BrokerState.STARTING and caught_up:
+            self._change(out, BrokerState.RECOVERY, "caught up with the metadata log")
+            self._next_send_ms = now_ms  # ask to be unfenced without waiting an interval
+        if self.state is BrokerState.RECOVERY and not self.is_fenced:
+            self._change(out, BrokerState.RUNNING, "unfenced")
+        elif self.state is BrokerState.RUNNING and self.is_fenced:
+            self._change(out, BrokerState.RECOVERY, "fenced by the controller")
+        if self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+            # keep asking often while shutting down
+            self._next_send_ms = now_ms + min(self.config.heartbeat_interval_ms, 500)
+        return out
+
+    def on_error(
+        self, request_id: int, code: str, now_ms: int, leader_hint: int | None = None
+    ) -> Output:
+        """An error answer (Kafka error name) or a transport failure ("NETWORK")."""
+        out = Output()
+        if self._in_flight is None or self._in_flight.request_id != request_id:
+            return out
+        self._in_flight = None
+        self.errors += 1
+        if code == "NOT_CONTROLLER":
+            self.selector.on_hint(leader_hint)
+            if leader_hint is not None:
+                self._next_send_ms = now_ms  # a fresh hint: ask the leader at once
+                return out
+        elif code == "STALE_BROKER_EPOCH":
+            self.broker_epoch = -1
+            self.is_fenced = True
+            if self.state is not BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+                self._change(out, BrokerState.STARTING, "stale broker epoch: registering again")
+            else:
+                # our registration is gone while shutting down: nothing left to move
+                self._change(out, BrokerState.SHUTTING_DOWN, "registration lost during shutdown")
+                out.exit_code = 0
+                return out
+        elif code in ("NETWORK", "REQUEST_TIMED_OUT"):
+            self.selector.rotate()
+        self._retry_later(now_ms)
+        return out

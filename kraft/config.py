@@ -1,0 +1,347 @@
+"""Kafka-style configuration: a properties file, then `--override key=value`.
+
+Names and defaults are Kafka's where Kafka has one. Each process declares the
+keys it uses; a key it does not use is reported as unused (logged, not an
+error), as Kafka's AbstractConfig.logUnused does; a bad value is a ConfigError
+that names the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration problem, naming the key or the file and line."""
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: str  # "int" | "bool" | "str" | "voters"
+    default: Any
+    doc: str
+    validator: Callable[[Any], str | None] | None = None  # returns an error message or None
+
+
+def at_least(lo: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= lo else f"must be >= {lo}"
+
+
+def parse_voters(text: str) -> dict[int, tuple[str, int]]:
+    """`1@host:port,2@host:port` -> {1: (host, port), ...}."""
+    voters: dict[int, tuple[str, int]] = {}
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        try:
+            node, address = item.split("@", 1)
+            host, port = address.rsplit(":", 1)
+            node_id, port_no = int(node), int(port)
+        except ValueError:
+            raise ConfigError(f"voter {item!r} is not of the form ID@HOST:PORT") from None
+        if node_id < 0 or not 0 < port_no < 65536:
+            raise ConfigError(f"voter {item!r} has a bad id or port")
+        if node_id in voters:
+            raise ConfigError(f"voter id {node_id} appears twice")
+        voters[node_id] = (host.strip("[]"), port_no)
+    if not voters:
+        raise ConfigError("the voter list is empty")
+    return voters
+
+
+_MS = "ms"
+KEYS: dict[str, ConfigKey] = {
+    k.name: k
+    for k in [
+        ConfigKey(
+            "node.id",
+            "int",
+            None,
+            "this node's id (controllers and brokers share one namespace)",
+            at_least(0),
+        ),
+        ConfigKey("controller.quorum.voters", "voters", None, "the voters: ID@HOST:PORT,..."),
+        ConfigKey(
+            "controller.quorum.election.timeout.ms",
+            "int",
+            1000,
+            "election timeout T (randomized in [T, 2T])",
+            at_least(1),
+        ),
+        ConfigKey(
+            "controller.quorum.fetch.timeout.ms",
+            "int",
+            2000,
+            "no leader contact for this long starts an election",
+            at_least(1),
+        ),
+        ConfigKey(
+            "controller.quorum.election.backoff.max.ms",
+            "int",
+            1000,
+            "max backoff before a new election",
+            at_least(0),
+        ),
+        ConfigKey(
+            "controller.quorum.request.timeout.ms",
+            "int",
+            2000,
+            "timeout of one Raft RPC",
+            at_least(1),
+        ),
+        ConfigKey(
+            "controller.quorum.fetch.max.wait.ms",
+            "int",
+            500,
+            "how long the leader parks a Fetch (long poll)",
+            at_least(0),
+        ),
+        ConfigKey(
+            "broker.heartbeat.interval.ms", "int", 2000, "broker heartbeat interval", at_least(1)
+        ),
+        ConfigKey(
+            "broker.session.timeout.ms",
+            "int",
+            9000,
+            "no heartbeat for this long fences a broker",
+            at_least(1),
+        ),
+        ConfigKey(
+            "unclean.leader.election.enable",
+            "bool",
+            False,
+            "cluster default for unclean leader election",
+        ),
+        ConfigKey(
+            "metadata.max.idle.interval.ms",
+            "int",
+            500,
+            "the active controller writes a NoOpRecord this often",
+            at_least(0),
+        ),
+        ConfigKey(
+            "metadata.log.max.record.bytes.between.snapshots",
+            "int",
+            20 * 1024 * 1024,
+            "snapshot after this many bytes of new records",
+            at_least(1),
+        ),
+        ConfigKey(
+            "metadata.log.max.snapshot.interval.ms",
+            "int",
+            3_600_000,
+            "snapshot at least this often (0: never by time)",
+            at_least(0),
+        ),
+        ConfigKey(
+            "metadata.log.segment.bytes",
+            "int",
+            1024 * 1024 * 1024,
+            "segment size before rolling",
+            at_least(4096),
+        ),
+        ConfigKey(
+            "metadata.max.retention.bytes",
+            "int",
+            100 * 1024 * 1024,
+            "delete segments below the snapshot beyond this size (-1: no limit)",
+            at_least(-1),
+        ),
+        ConfigKey(
+            "metadata.max.retention.ms",
+            "int",
+            7 * 24 * 3_600_000,
+            "delete segments below the snapshot older than this (-1: no limit)",
+            at_least(-1),
+        ),
+        ConfigKey("metadata.log.dir", "str", None, "the data directory"),
+        ConfigKey(
+            "request.timeout.ms",
+            "int",
+            30_000,
+            "deadline of a client request at the controller",
+            at_least(1),
+        ),
+        ConfigKey(
+            "controller.event.queue.size",
+            "int",
+            10_000,
+            "bounded event queue of the controller",
+            at_least(1),
+        ),
+        ConfigKey(
+            "max.request.bytes",
+            "int",
+            10 * 1024 * 1024,
+            "largest accepted request body (413 beyond)",
+            at_least(1024),
+        ),
+        ConfigKey("broker.rack", "str", None, "the broker's rack"),
+        ConfigKey(
+            "controlled.shutdown.timeout.ms",
+            "int",
+            30_000,
+            "how long a broker waits for its controlled shutdown",
+            at_least(0),
+        ),
+        ConfigKey(
+            "broker.isr.expansion.enable",
+            "bool",
+            True,
+            "partition leaders add caught-up followers back to the ISR",
+        ),
+        ConfigKey(
+            "broker.simulated.lag.probability",
+            "str",
+            "0",
+            "per-check probability that a follower lags out of the ISR (0 to 1)",
+        ),
+    ]
+}
+
+
+def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
+    """java.util.Properties subset: `key=value` or `key: value`, `#`/`!` comments,
+    trailing-backslash continuation lines."""
+    out: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        lineno = i + 1
+        line = lines[i].strip()
+        i += 1
+        while line.endswith("\\") and i < len(lines):
+            line = line[:-1] + lines[i].strip()
+            i += 1
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                key, value = line.split(sep, 1)
+                break
+        else:
+            raise ConfigError(f"{source}:{lineno}: expected key=value, got {line!r}")
+        key = key.strip()
+        if not key:
+            raise ConfigError(f"{source}:{lineno}: empty key")
+        out[key] = value.strip()
+    return out
+
+
+def _convert(key: ConfigKey, raw: str) -> Any:
+    if key.type == "int":
+        try:
+            value: Any = int(raw.strip())
+        except ValueError:
+            raise ConfigError(f"{key.name}: {raw!r} is not an integer") from None
+    elif key.type == "bool":
+        low = raw.strip().lower()
+        if low not in ("true", "false"):
+            raise ConfigError(f"{key.name}: {raw!r} is not true or false")
+        value = low == "true"
+    elif key.type == "voters":
+        try:
+            value = parse_voters(raw)
+        except ConfigError as e:
+            raise ConfigError(f"{key.name}: {e}") from None
+    else:
+        value = raw
+    if key.validator is not None:
+        problem = key.validator(value)
+        if problem:
+            raise ConfigError(f"{key.name}: {raw!r} {problem}")
+    return value
+
+
+class Config:
+    """Typed values for the keys a process uses; others are kept as unused."""
+
+    def __init__(self, values: Mapping[str, Any], unused: Iterable[str]) -> None:
+        self._values = dict(values)
+        self.unused = sorted(unused)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        v = self._values.get(name)
+        return default if v is None else v
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+
+def load_config(
+    used_keys: Iterable[str],
+    config_file: str | None = None,
+    overrides: Iterable[str] = (),
+    explicit: Mapping[str, Any] | None = None,
+) -> Config:
+    """Defaults, then the file, then `--override key=value`, then explicit flags
+    (a command-line flag like --node-id wins, as the flag is the more specific)."""
+    used = set(used_keys)
+    raw: dict[str, str] = {}
+    if config_file is not None:
+        path = Path(config_file)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {config_file}: {e.strerror}") from None
+        raw.update(parse_properties(text, str(path)))
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--override {item!r}: expected key=value")
+        k, v = item.split("=", 1)
+        raw[k.strip()] = v.strip()
+    values: dict[str, Any] = {name: KEYS[name].default for name in used}
+    unused = []
+    for k, v in raw.items():
+        if k not in used:
+            unused.append(k)
+            continue
+        values[k] = _convert(KEYS[k], v)
+    for k, v in (explicit or {}).items():
+        if v is not None:
+            values[k] = v
+    return Config(values, unused)
+
+
+CONTROLLER_KEYS = (
+    "node.id",
+    "controller.quorum.voters",
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.election.backoff.max.ms",
+    "controller.quorum.request.timeout.ms",
+    "controller.quorum.fetch.max.wait.ms",
+    "broker.heartbeat.interval.ms",
+    "broker.session.timeout.ms",
+    "unclean.leader.election.enable",
+    "metadata.max.idle.interval.ms",
+    "metadata.log.max.record.bytes.between.snapshots",
+    "metadata.log.max.snapshot.interval.ms",
+    "metadata.log.segment.bytes",
+    "metadata.max.retention.bytes",
+    "metadata.max.retention.ms",
+    "metadata.log.dir",
+    "request.timeout.ms",
+    "controller.event.queue.size",
+    "max.request.bytes",
+)
+
+BROKER_KEYS = (
+    "node.id",
+    "controller.quorum.request.timeout.ms",
+    "broker.heartbeat.interval.ms",
+    "broker.session.timeout.ms",
+    "broker.rack",
+    "request.timeout.ms",
+    "controlled.shutdown.timeout.ms",
+    "broker.isr.expansion.enable",
+    "broker.simulated.lag.probability",
+    "controller.quorum.fetch.max.wait.ms",
+)

@@ -1,0 +1,45 @@
+"""Large results become one atomic metadata transaction across batches."""
+
+from __future__ import annotations
+
+from kraft.controller.batching import to_batches
+from metadata_log.batch import decode_batches, encode_payload
+from metadata_log.image import MetadataImage
+from metadata_log.records import (
+    BeginTransactionRecord,
+    EndTransactionRecord,
+    PartitionRecord,
+    TopicRecord,
+)
+
+
+def test_small_result_is_one_batch() -> None:
+    recs = [TopicRecord("t", "T"), PartitionRecord("T", 0, (1,), (1,), leader=1)]
+    batches = to_batches(recs)
+    assert len(batches) == 1 and batches[0].record_count == 2
+
+
+def test_large_result_is_a_transaction_applied_at_its_end() -> None:
+    recs = [TopicRecord("t", "T")] + [
+        PartitionRecord("T", i, (1, 2, 3), (1, 2, 3), leader=1) for i in range(2000)
+    ]
+    batches = to_batches(recs, max_batch_bytes=4096, name="create t")
+    assert len(batches) > 10
+    raw = b""
+    offset = 0
+    for b in batches:
+        raw += encode_payload(offset, 1, 0, b.payload, b.record_count)
+        offset += b.record_count
+    decoded = [r for b in decode_batches(raw) for r in b.records]
+    assert (
+        decoded[0] == BeginTransactionRecord("create t") and decoded[-1] == EndTransactionRecord()
+    )
+    assert decoded[1:-1] == recs
+    image = MetadataImage()
+    seen_partial = False
+    for off, r in enumerate(decoded):
+        image.replay(r, off)
+        if off < len(decoded) - 1:
+            seen_partial |= image.topic_by_name("t") is not None
+    assert not seen_partial  # nothing visible before the end record
+    assert len(image.topic_by_name("t").partitions) == 2000

@@ -1,0 +1,63 @@
+"""Kafka-style config: file, overrides, unused keys, bad values named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kraft.config import CONTROLLER_KEYS, ConfigError, load_config, parse_properties, parse_voters
+
+
+def test_defaults_are_kafkas() -> None:
+    c = load_config(CONTROLLER_KEYS)
+    assert c["controller.quorum.election.timeout.ms"] == 1000
+    assert c["controller.quorum.fetch.timeout.ms"] == 2000
+    assert c["broker.heartbeat.interval.ms"] == 2000
+    assert c["broker.session.timeout.ms"] == 9000
+    assert c["metadata.max.idle.interval.ms"] == 500
+    assert c["metadata.log.max.record.bytes.between.snapshots"] == 20 * 1024 * 1024
+    assert c["metadata.max.retention.bytes"] == 100 * 1024 * 1024
+    assert c["unclean.leader.election.enable"] is False
+
+
+def test_file_then_override_then_flag(tmp_path: Path) -> None:
+    f = tmp_path / "server.properties"
+    f.write_text(
+        "# comment\n! also a comment\nbroker.session.timeout.ms=5000\n"
+        "controller.quorum.voters = 1@127.0.0.1:9001,\\\n  2@127.0.0.1:9002\n"
+        "log.retention.hours: 12\n"
+    )
+    c = load_config(CONTROLLER_KEYS, str(f), ["broker.session.timeout.ms=6000"], {"node.id": 2})
+    assert c["broker.session.timeout.ms"] == 6000
+    assert c["controller.quorum.voters"] == {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002)}
+    assert c["node.id"] == 2
+    assert c.unused == ["log.retention.hours"]
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("broker.session.timeout.ms=soon", "broker.session.timeout.ms: 'soon' is not an integer"),
+        ("broker.session.timeout.ms=0", "must be >= 1"),
+        ("unclean.leader.election.enable=yes", "is not true or false"),
+        ("controller.quorum.voters=1@host", "not of the form ID@HOST:PORT"),
+        ("nonsense", "expected key=value"),
+    ],
+)
+def test_bad_values_name_the_key(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(CONTROLLER_KEYS, overrides=[override])
+
+
+def test_missing_file_and_bad_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(CONTROLLER_KEYS, str(tmp_path / "nope"))
+    with pytest.raises(ConfigError, match=r"x.properties:2: expected key=value"):
+        parse_properties("a=1\njunk line\n", "x.properties")
+
+
+def test_voters() -> None:
+    assert parse_voters("1@[::1]:9000") == {1: ("::1", 9000)}
+    with pytest.raises(ConfigError, match="appears twice"):
+        parse_voters("1@a:1,1@b:2")
