@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="skip records below offset N",
     )
+    from kraft.tools import admin
+
+    admin.register(sub)
     return parser
 
 
@@ -50,6 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kraft.tools.dump_log import run
 
         return run(args.path, args.json, args.from_offset)
+    if args.command in ("topics", "brokers", "elect", "quorum"):
+        from kraft.tools.admin import run as run_admin
+
+        return run_admin(args)
     raise AssertionError(args.command)
 
 

@@ -12,12 +12,13 @@ import shutil
 import sys
 from pathlib import Path
 
+from metadata_log.log import FileLog
+from metadata_log.snapshot import SnapshotId, write_snapshot
+
 from kraft.story import StoryBatch, cluster_story, story_image
 from kraft.tools.dump_log import run as dump_log
 from metadata_log.batch import encode_batch
-from metadata_log.log import FileLog
 from metadata_log.replay import METADATA_DIR_NAME, replay_log
-from metadata_log.snapshot import SnapshotId, write_snapshot
 
 
 def write_story(data_dir: Path, batches: list[StoryBatch]) -> Path:

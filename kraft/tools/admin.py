@@ -1,0 +1,278 @@
+"""Admin commands: `kraft topics|brokers|elect|quorum ...`, printed like Kafka's tools.
+
+Each command talks to the quorum through AdminClient (any controller URL works;
+NOT_CONTROLLER hints are followed). Errors print `ERROR_CODE: message` on stderr
+and exit 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kraft.client import AdminClient, ClientError
+
+DEFAULT_BOOTSTRAP = os.environ.get("KRAFT_BOOTSTRAP", "http://127.0.0.1:9093")
+
+
+def add_bootstrap(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bootstrap",
+        default=DEFAULT_BOOTSTRAP,
+        metavar="URL[,URL...]",
+        help="any controller's URL (default: $KRAFT_BOOTSTRAP or %(default)s)",
+    )
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
+
+
+def _kv(items: list[str] | None, allow_delete: bool = False) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for item in items or []:
+        if "=" not in item:
+            if allow_delete:
+                out[item] = None
+                continue
+            raise SystemExit(f"kraft: error: config {item!r} is not key=value")
+        k, v = item.split("=", 1)
+        out[k] = v
+    return out
+
+
+def register(sub: Any) -> None:
+    topics = sub.add_parser("topics", help="create, delete, list, describe and alter topics")
+    tsub = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+    c = tsub.add_parser("create", help="create a topic")
+    c.add_argument("--topic", required=True)
+    c.add_argument("--partitions", type=int, default=None)
+    c.add_argument("--replication-factor", type=int, default=None)
+    c.add_argument(
+        "--replica-assignment",
+        default=None,
+        help="explicit replicas: '1:2:3,2:3:1' (partition 0 on 1,2,3; partition 1 on 2,3,1)",
+    )
+    c.add_argument(
+        "--config", action="append", metavar="KEY=VALUE", help="a topic config (repeatable)"
+    )
+    d = tsub.add_parser("delete", help="delete a topic")
+    d.add_argument("--topic", required=True)
+    tsub.add_parser("list", help="list topic names")
+    ds = tsub.add_parser("describe", help="partitions, leaders and ISRs of one or all topics")
+    ds.add_argument("--topic", default=None)
+    ac = tsub.add_parser("alter-configs", help="set or delete topic configs")
+    ac.add_argument("--topic", required=True)
+    ac.add_argument("--add-config", action="append", metavar="KEY=VALUE")
+    ac.add_argument("--delete-config", action="append", metavar="KEY")
+    ap = tsub.add_parser("add-partitions", help="raise a topic's partition count")
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--partitions", type=int, required=True, help="the new total count")
+    for p in (c, d, ds, ac, ap, tsub.choices["list"]):
+        add_bootstrap(p)
+
+    brokers = sub.add_parser("brokers", help="list or unregister brokers")
+    bsub = brokers.add_subparsers(dest="action", required=True, metavar="ACTION")
+    bl = bsub.add_parser("list", help="registered brokers and their state")
+    bu = bsub.add_parser("unregister", help="unregister a broker whose session has expired")
+    bu.add_argument("--broker-id", type=int, required=True)
+    for p in (bl, bu):
+        add_bootstrap(p)
+
+    e = sub.add_parser("elect", help="admin leader election (preferred or unclean)")
+    e.add_argument("--topic", required=True)
+    e.add_argument("--partition", type=int, required=True)
+    e.add_argument("--type", choices=("preferred", "unclean"), default="preferred")
+    add_bootstrap(e)
+
+    q = sub.add_parser("quorum", help="describe the controller quorum (like kafka-metadata-quorum)")
+    qsub = q.add_subparsers(dest="action", required=True, metavar="ACTION")
+    qd = qsub.add_parser("describe", help="leader, epoch, high watermark and replication state")
+    mode = qd.add_mutually_exclusive_group()
+    mode.add_argument("--status", action="store_true", help="the quorum's status (default)")
+    mode.add_argument(
+        "--replication",
+        action="store_true",
+        help="each voter's and observer's log end offset and lag",
+    )
+    qd.add_argument("--json", action="store_true", help="print the raw JSON view")
+    add_bootstrap(qd)
+
+
+def _print_topic(t: dict[str, Any]) -> None:
+    parts = t.get("partitions", [])
+    rf = len(parts[0]["replicas"]) if parts else 0
+    configs = ",".join(f"{k}={v}" for k, v in sorted(t.get("configs", {}).items()))
+    print(
+        f"Topic: {t['name']}\tTopicId: {t['topic_id']}\tPartitionCount: {len(parts)}\t"
+        f"ReplicationFactor: {rf}\tConfigs: {configs}"
+    )
+    for p in parts:
+        extra = "\tLeaderRecoveryState: RECOVERING" if p.get("leader_recovery_state") == 1 else ""
+        print(
+            f"\tTopic: {t['name']}\tPartition: {p['partition_id']}\tLeader: {p['leader'] if p['leader'] >= 0 else 'none'}\t"
+            f"Replicas: {','.join(map(str, p['replicas']))}\tIsr: {','.join(map(str, p['isr']))}\t"
+            f"LeaderEpoch: {p['leader_epoch']}{extra}"
+        )
+
+
+async def _topics(client: AdminClient, args: argparse.Namespace) -> int:
+    if args.action == "create":
+        body: dict[str, Any] = {"name": args.topic, "configs": _kv(args.config)}
+        if args.replica_assignment:
+            try:
+                body["assignments"] = [
+                    [int(b) for b in part.split(":")] for part in args.replica_assignment.split(",")
+                ]
+            except ValueError:
+                raise SystemExit(
+                    f"kraft: error: bad --replica-assignment {args.replica_assignment!r}"
+                ) from None
+        else:
+            body["partitions"] = args.partitions if args.partitions is not None else 1
+            body["replication_factor"] = (
+                args.replication_factor if args.replication_factor is not None else 3
+            )
+        res = await client.create_topic(body)
+        print(
+            f"Created topic {res['name']} (topic id {res['topic_id']}, {res['partitions']} partitions)."
+        )
+    elif args.action == "delete":
+        await client.delete_topic(args.topic)
+        print(f"Deleted topic {args.topic}.")
+    elif args.action == "list":
+        for t in sorted(await client.list_topics(), key=lambda t: t["name"]):
+            print(t["name"])
+    elif args.action == "describe":
+        names = (
+            [args.topic]
+            if args.topic
+            else [t["name"] for t in sorted(await client.list_topics(), key=lambda t: t["name"])]
+        )
+        for name in names:
+            _print_topic(await client.describe_topic(name))
+    elif args.action == "alter-configs":
+        configs = _kv(args.add_config)
+        configs.update({k: None for k in args.delete_config or []})
+        if not configs:
+            raise SystemExit("kraft: error: give --add-config and/or --delete-config")
+        res = await client.alter_configs(args.topic, configs)
+        print(
+            f"Completed updating config for topic {args.topic}: {json.dumps(res.get('configs', {}), sort_keys=True)}"
+        )
+    elif args.action == "add-partitions":
+        await client.add_partitions(args.topic, args.partitions)
+        print(f"Topic {args.topic} now has {args.partitions} partitions.")
+    return 0
+
+
+def _broker_state(b: dict[str, Any]) -> str:
+    if b.get("fenced"):
+        return "FENCED"
+    if b.get("in_controlled_shutdown"):
+        return "CONTROLLED_SHUTDOWN"
+    return "UNFENCED"
+
+
+async def _brokers(client: AdminClient, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        rows = await client.brokers()
+        print(f"{'BrokerId':<9}{'State':<21}{'Epoch':<8}{'Rack':<10}Endpoints")
+        for b in sorted(rows, key=lambda b: b["broker_id"]):
+            eps = ",".join(f"{e['name']}://{e['host']}:{e['port']}" for e in b.get("endpoints", []))
+            print(
+                f"{b['broker_id']:<9}{_broker_state(b):<21}{b['broker_epoch']:<8}{b.get('rack') or '-':<10}{eps}"
+            )
+    else:
+        await client.unregister_broker(args.broker_id)
+        print(f"Unregistered broker {args.broker_id}.")
+    return 0
+
+
+async def _elect(client: AdminClient, args: argparse.Namespace) -> int:
+    res = await client.elect(args.topic, args.partition, args.type)
+    if res.get("changed"):
+        print(
+            f"Successfully completed {args.type} leader election for {args.topic}-{args.partition}: leader {res['leader']}."
+        )
+    else:
+        print(
+            f"Valid replica already elected for {args.topic}-{args.partition}: leader {res['leader']}."
+        )
+    return 0
+
+
+def _ago(ts: int | None) -> str:
+    if ts is None or ts < 0:
+        return "-"
+    return f"{max(0, int(time.time() * 1000) - ts)} ms ago"
+
+
+async def _quorum(client: AdminClient, args: argparse.Namespace) -> int:
+    view = await client.quorum(leader=False)
+    if view.get("state") != "leader" and view.get("leader_url"):
+        # the leader has every replica's log end offset and fetch times
+        view = await client.call_once(view["leader_url"].rstrip("/"), "GET", "/v1/quorum")
+    if args.json:
+        print(json.dumps(view, indent=2, sort_keys=True))
+        return 0
+    voters = view.get("voters", [])
+    observers = view.get("observers", [])
+    if args.replication:
+        print(
+            f"{'NodeId':<8}{'LogEndOffset':<14}{'Lag':<8}{'LastFetchTimestamp':<22}{'LastCaughtUpTimestamp':<24}Status"
+        )
+        for kind, rows in (("Follower", voters), ("Observer", observers)):
+            for r in sorted(rows, key=lambda r: r["node_id"]):
+                status = "Leader" if r["node_id"] == view.get("leader_id") else kind
+                print(
+                    f"{r['node_id']:<8}{r.get('log_end_offset', -1):<14}{r.get('lag', '-')!s:<8}"
+                    f"{_ago(r.get('last_fetch_timestamp')):<22}{_ago(r.get('last_caught_up_timestamp')):<24}{status}"
+                )
+        return 0
+    lags = [r.get("lag", 0) or 0 for r in voters if r["node_id"] != view.get("leader_id")]
+    now = int(time.time() * 1000)
+    lag_times = [
+        now - r["last_caught_up_timestamp"]
+        for r in voters
+        if r["node_id"] != view.get("leader_id") and (r.get("last_caught_up_timestamp") or -1) >= 0
+    ]
+    print(f"ClusterId:              {view.get('cluster_id')}")
+    print(f"LeaderId:               {view.get('leader_id')}")
+    print(f"LeaderEpoch:            {view.get('leader_epoch')}")
+    print(f"HighWatermark:          {view.get('high_watermark')}")
+    print(f"MaxFollowerLag:         {max(lags) if lags else 0}")
+    print(f"MaxFollowerLagTimeMs:   {max(lag_times) if lag_times else 0}")
+    print(
+        f"CurrentVoters:          {sorted(r['node_id'] if isinstance(r, dict) else r for r in voters)}"
+    )
+    print(
+        f"CurrentObservers:       {sorted(r['node_id'] if isinstance(r, dict) else r for r in observers)}"
+    )
+    return 0
+
+
+HANDLERS: dict[str, Callable[[AdminClient, argparse.Namespace], Awaitable[int]]] = {
+    "topics": _topics,
+    "brokers": _brokers,
+    "elect": _elect,
+    "quorum": _quorum,
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    async def go() -> int:
+        async with AdminClient(args.bootstrap, timeout_s=args.timeout) as client:
+            return await HANDLERS[args.command](client, args)
+
+    try:
+        return asyncio.run(go())
+    except ClientError as e:
+        print(f"kraft {args.command}: {e.code}: {e.message}", file=sys.stderr)
+        return 1
+    except ValueError as e:
+        print(f"kraft {args.command}: error: {e}", file=sys.stderr)
+        return 2
