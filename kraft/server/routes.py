@@ -1,0 +1,188 @@
+"""The client API of DESIGN 1.2 as aiohttp routes over a ControllerService.
+
+Handlers only parse, call the service and shape replies: every decision is in
+the pure controller, every write goes through the service's event queue and is
+answered after commit. Writes and reads of the image go to the active controller
+(others answer NOT_CONTROLLER with the leader's id and URL); `?standby=true` reads
+a standby's committed image, `/v1/quorum`, `/metrics` and `/healthz` work anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from kraft.controller.errors import ApiError
+from kraft.controller.quorum_controller import ControllerResult, QuorumController
+from kraft.controller.requests import (
+    AlterConfigsRequest,
+    AlterPartitionRequest,
+    BrokerHeartbeatRequest,
+    CreatePartitionsRequest,
+    CreateTopicRequest,
+    ElectLeadersRequest,
+    RegisterBrokerRequest,
+    parse_int,
+)
+from kraft.controller.views import describe_topic, list_brokers, list_topics, metadata_view
+from kraft.server.http_codec import read_body, reply
+from metadata_log.image import MetadataImage
+
+Generate = Callable[
+    [QuorumController, int, int], ControllerResult
+]  # (controller, now_ms, next_offset)
+
+
+class ControllerService(Protocol):
+    """What the routes need from the controller shell."""
+
+    async def write(self, name: str, generate: Generate, *, priority: bool = False) -> Any:
+        """Queue a command; answer its reply once its records are committed."""
+        ...
+
+    async def read_image(self, standby: bool = False) -> MetadataImage:
+        """The committed image (on the active controller unless standby is allowed)."""
+        ...
+
+    def note_heartbeat_contact(self, broker_id: int, broker_epoch: int) -> None: ...
+
+    def quorum_view(self) -> dict[str, Any]: ...
+
+    def metrics_text(self) -> tuple[bytes, str]: ...
+
+
+def build_routes(service: ControllerService) -> list[web.RouteDef]:
+    async def register(request: web.Request) -> web.Response:
+        req = RegisterBrokerRequest.parse(await read_body(request))
+        return reply(
+            request,
+            await service.write(
+                "register-broker", lambda c, now, off: c.register_broker(req, now, off)
+            ),
+        )
+
+    async def heartbeat(request: web.Request) -> web.Response:
+        req = BrokerHeartbeatRequest.parse(await read_body(request))
+        # Contact counts as it arrives, even if the queued command misses its deadline.
+        service.note_heartbeat_contact(req.broker_id, req.broker_epoch)
+        result = await service.write(
+            "broker-heartbeat", lambda c, now, off: c.heartbeat(req, now), priority=True
+        )
+        return reply(request, result)
+
+    async def unregister(request: web.Request) -> web.Response:
+        broker_id = parse_int(request.match_info["id"], "broker id")
+        return reply(
+            request,
+            await service.write(
+                "unregister-broker", lambda c, now, off: c.unregister_broker(broker_id, now)
+            ),
+        )
+
+    async def alter_partition(request: web.Request) -> web.Response:
+        req = AlterPartitionRequest.parse(await read_body(request))
+        return reply(
+            request,
+            await service.write("alter-partition", lambda c, now, off: c.alter_partition(req, now)),
+        )
+
+    async def create_topic(request: web.Request) -> web.Response:
+        req = CreateTopicRequest.parse(await read_body(request))
+        return reply(
+            request,
+            await service.write("create-topic", lambda c, now, off: c.create_topic(req, now)),
+            201,
+        )
+
+    async def delete_topic(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        return reply(
+            request,
+            await service.write("delete-topic", lambda c, now, off: c.delete_topic(name, now)),
+        )
+
+    async def add_partitions(request: web.Request) -> web.Response:
+        req = CreatePartitionsRequest.parse(request.match_info["name"], await read_body(request))
+        return reply(
+            request,
+            await service.write(
+                "create-partitions", lambda c, now, off: c.create_partitions(req, now)
+            ),
+        )
+
+    async def alter_configs(request: web.Request) -> web.Response:
+        req = AlterConfigsRequest.parse(request.match_info["name"], await read_body(request))
+        return reply(
+            request,
+            await service.write("alter-configs", lambda c, now, off: c.alter_configs(req, now)),
+        )
+
+    async def elect(request: web.Request) -> web.Response:
+        req = ElectLeadersRequest.parse(await read_body(request))
+        return reply(
+            request,
+            await service.write("elect-leaders", lambda c, now, off: c.elect_leaders(req, now)),
+        )
+
+    def _standby(request: web.Request) -> bool:
+        return request.query.get("standby", "false").lower() == "true"
+
+    async def get_topics(request: web.Request) -> web.Response:
+        return reply(request, list_topics(await service.read_image(_standby(request))))
+
+    async def get_topic(request: web.Request) -> web.Response:
+        return reply(
+            request,
+            describe_topic(await service.read_image(_standby(request)), request.match_info["name"]),
+        )
+
+    async def get_brokers(request: web.Request) -> web.Response:
+        return reply(request, list_brokers(await service.read_image(_standby(request))))
+
+    async def get_metadata(request: web.Request) -> web.Response:
+        return reply(request, metadata_view(await service.read_image(_standby(request))))
+
+    async def get_quorum(request: web.Request) -> web.Response:
+        return reply(request, service.quorum_view())
+
+    async def metrics(request: web.Request) -> web.Response:
+        body, content_type = service.metrics_text()
+        resp = web.Response(body=body)
+        resp.headers["Content-Type"] = content_type
+        return resp
+
+    async def healthz(request: web.Request) -> web.Response:
+        return reply(request, {"status": "ok"})
+
+    return [
+        web.post("/v1/brokers/register", register),
+        web.post("/v1/brokers/heartbeat", heartbeat),
+        web.delete("/v1/brokers/{id}", unregister),
+        web.get("/v1/brokers", get_brokers),
+        web.post("/v1/partitions/alter", alter_partition),
+        web.post("/v1/topics", create_topic),
+        web.get("/v1/topics", get_topics),
+        web.get("/v1/topics/{name}", get_topic),
+        web.delete("/v1/topics/{name}", delete_topic),
+        web.post("/v1/topics/{name}/partitions", add_partitions),
+        web.post("/v1/topics/{name}/configs", alter_configs),
+        web.post("/v1/elections", elect),
+        web.get("/v1/metadata", get_metadata),
+        web.get("/v1/quorum", get_quorum),
+        web.get("/metrics", metrics),
+        web.get("/healthz", healthz),
+    ]
+
+
+def not_controller(leader_id: int | None, leader_url: str | None) -> ApiError:
+    extra: dict[str, Any] = {}
+    if leader_id is not None:
+        extra["leader_id"] = leader_id
+    if leader_url is not None:
+        extra["leader_url"] = leader_url
+    where = (
+        f"; the active controller is {leader_id} at {leader_url}" if leader_id is not None else ""
+    )
+    return ApiError("NOT_CONTROLLER", f"this node is not the active controller{where}", **extra)
