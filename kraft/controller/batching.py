@@ -62,7 +62,7 @@ def to_batches(
         current.append(e)
         size += len(e)
     out.append(EncodedBatch(b"".join(current), len(current)))
-    return out
+    return BatchPlan(out, written)
 
 
 def abort_record(reason: str) -> AbortTransactionRecord:

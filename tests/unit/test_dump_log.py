@@ -29,7 +29,10 @@ def story_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
     d.mkdir()
     f = d / "00000000000000000000.log"
     f.write_bytes(
-        b"".join(encode_batch(b.base_offset, b.leader_epoch, b.append_time_ms, b.records, b.control) for b in batches)
+        b"".join(
+            encode_batch(b.base_offset, b.leader_epoch, b.append_time_ms, b.records, b.control)
+            for b in batches
+        )
     )
     return f, batches
 
@@ -39,11 +42,21 @@ def test_json_prints_every_record(story_log) -> None:
     res = run(str(f.parent.parent), "--json")
     assert res.returncode == 0, res.stderr
     rows = [json.loads(line) for line in res.stdout.splitlines()]
-    expected = [(b.base_offset + i, type(r).__name__) for b in batches for i, r in enumerate(b.records)]
+    expected = [
+        (b.base_offset + i, type(r).__name__) for b in batches for i, r in enumerate(b.records)
+    ]
     assert [(r["offset"], r["type"]) for r in rows] == expected
     fence = next(r for r in rows if r["type"] == "FenceBrokerRecord")
     assert fence["fields"] == {"id": 1, "epoch": 2}
-    assert set(fence) == {"offset", "base_offset", "epoch", "append_time_ms", "control", "type", "fields"}
+    assert set(fence) == {
+        "offset",
+        "base_offset",
+        "epoch",
+        "append_time_ms",
+        "control",
+        "type",
+        "fields",
+    }
     assert rows[0]["control"] is True and rows[0]["type"] == "LeaderChangeMessage"
 
 

@@ -73,7 +73,9 @@ def test_fence_step_moves_leadership(story_batches) -> None:
 def test_image_snapshot_image_round_trip(story_batches) -> None:
     image = story_image(story_batches)
     image.replay(ConfigRecord(TOPIC_RESOURCE, "orders", "retention.ms", "1000"), image.offset + 1)
-    copy = MetadataImage.from_records(list(image.to_records()), image.offset + 1, image.last_append_time_ms)
+    copy = MetadataImage.from_records(
+        list(image.to_records()), image.offset + 1, image.last_append_time_ms
+    )
     assert copy == image
     assert copy.to_dict() == image.to_dict()
 
@@ -182,7 +184,9 @@ def test_revert_undoes_uncommitted_replays(story_batches) -> None:
     for tid, pid, _old, new in listener.changes:
         last[(tid, pid)] = new
     topic = reference.topic_by_name("orders")
-    assert {k: v for k, v in last.items()} == {(topic.topic_id, p): r for p, r in topic.partitions.items()}
+    assert {k: v for k, v in last.items()} == {
+        (topic.topic_id, p): r for p, r in topic.partitions.items()
+    }
 
 
 def test_revert_inside_and_across_transactions() -> None:

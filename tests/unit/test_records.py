@@ -49,12 +49,30 @@ features = st.lists(st.builds(BrokerFeature, text, small, small), max_size=3).ma
 
 STRATEGIES = {
     RegisterBrokerRecord: st.builds(
-        RegisterBrokerRecord, small, text, ints, endpoints, features, st.none() | text, st.booleans(), st.booleans()
+        RegisterBrokerRecord,
+        small,
+        text,
+        ints,
+        endpoints,
+        features,
+        st.none() | text,
+        st.booleans(),
+        st.booleans(),
     ),
     UnregisterBrokerRecord: st.builds(UnregisterBrokerRecord, small, ints),
     TopicRecord: st.builds(TopicRecord, text, text),
     PartitionRecord: st.builds(
-        PartitionRecord, text, small, replicas, replicas, replicas, replicas, small, st.sampled_from([0, 1]), small, small
+        PartitionRecord,
+        text,
+        small,
+        replicas,
+        replicas,
+        replicas,
+        replicas,
+        small,
+        st.sampled_from([0, 1]),
+        small,
+        small,
     ),
     ConfigRecord: st.builds(ConfigRecord, small, text, text, st.none() | text),
     PartitionChangeRecord: st.builds(
@@ -73,7 +91,11 @@ STRATEGIES = {
     RemoveTopicRecord: st.builds(RemoveTopicRecord, text),
     FeatureLevelRecord: st.builds(FeatureLevelRecord, text, small),
     BrokerRegistrationChangeRecord: st.builds(
-        BrokerRegistrationChangeRecord, small, ints, st.sampled_from([-1, 0, 1]), st.sampled_from([0, 1])
+        BrokerRegistrationChangeRecord,
+        small,
+        ints,
+        st.sampled_from([-1, 0, 1]),
+        st.sampled_from([0, 1]),
     ),
     NoOpRecord: st.just(NoOpRecord()),
     BeginTransactionRecord: st.builds(BeginTransactionRecord, text),

@@ -15,15 +15,16 @@ from metadata_log.records import (
 
 def test_small_result_is_one_batch() -> None:
     recs = [TopicRecord("t", "T"), PartitionRecord("T", 0, (1,), (1,), leader=1)]
-    batches = to_batches(recs)
-    assert len(batches) == 1 and batches[0].record_count == 2
+    plan = to_batches(recs)
+    assert len(plan.batches) == 1 and plan.batches[0].record_count == 2 and plan.records == recs
 
 
 def test_large_result_is_a_transaction_applied_at_its_end() -> None:
     recs = [TopicRecord("t", "T")] + [
         PartitionRecord("T", i, (1, 2, 3), (1, 2, 3), leader=1) for i in range(2000)
     ]
-    batches = to_batches(recs, max_batch_bytes=4096, name="create t")
+    plan = to_batches(recs, max_batch_bytes=4096, name="create t")
+    batches = plan.batches
     assert len(batches) > 10
     raw = b""
     offset = 0
@@ -34,7 +35,7 @@ def test_large_result_is_a_transaction_applied_at_its_end() -> None:
     assert (
         decoded[0] == BeginTransactionRecord("create t") and decoded[-1] == EndTransactionRecord()
     )
-    assert decoded[1:-1] == recs
+    assert decoded[1:-1] == recs and decoded == plan.records
     image = MetadataImage()
     seen_partial = False
     for off, r in enumerate(decoded):

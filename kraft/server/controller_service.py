@@ -1,0 +1,350 @@
+"""ControllerService: the asyncio shell around the pure QuorumController.
+
+One event-queue task serializes every command (Kafka's QuorumController event
+queue). The queue is bounded; heartbeats go in a priority lane so bulk work never
+starves them; every command has a deadline, and one that waited past it is
+answered REQUEST_TIMED_OUT (a heartbeat's contact was already counted on arrival,
+Kafka bug 15019). A command's records are appended to the Raft log and replayed
+at once (the active controller runs ahead of the commit), and the reply goes out
+only when they are committed; a command that writes nothing still waits for every
+record pending before it. Deferred events (the fence check at the stalest
+broker's session expiry, the NoOp every metadata.max.idle.interval.ms) go through
+the same queue.
+
+The log side is a `MetadataWriter`: the Raft driver as leader (append batches of
+the current epoch, learn the commit offset) — see kraft/server/raft_driver.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kraft.controller.batching import DEFAULT_MAX_BATCH_BYTES, EncodedBatch, to_batches
+from kraft.controller.errors import ApiError
+from kraft.controller.quorum_controller import ControllerResult, QuorumController
+from metadata_log.image import MetadataImage
+from metadata_log.records import AbortTransactionRecord, MetadataRecord
+
+log = logging.getLogger("kraft.controller")
+
+Generate = Callable[[QuorumController, int, int], ControllerResult]
+
+
+class NotLeaderError(Exception):
+    """The log writer is not (or no longer) the leader."""
+
+
+class MetadataWriter(Protocol):
+    """What the controller needs from Raft while it is the leader."""
+
+    def next_offset(self) -> int:
+        """The offset the next appended record will get."""
+        ...
+
+    def append(self, batches: list[EncodedBatch], now_ms: int) -> int:
+        """Append batches in the current leader epoch; returns the last offset.
+        Raises NotLeaderError when not the leader of an epoch ready for writes."""
+        ...
+
+    def committed_offset(self) -> int:
+        """The last committed offset (high watermark - 1)."""
+        ...
+
+    def leader_hint(self) -> tuple[int | None, str | None]:
+        """(leader id, leader URL) if known."""
+        ...
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class _Event:
+    name: str
+    generate: Generate
+    deadline_ms: int
+    future: asyncio.Future[Any]
+    enqueued_ms: int = field(default_factory=wall_ms)
+
+
+class ControllerService:
+    def __init__(
+        self,
+        controller: QuorumController,
+        writer: MetadataWriter,
+        *,
+        queue_size: int = 10_000,
+        request_timeout_ms: int = 30_000,
+        max_idle_interval_ms: int = 500,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        clock: Callable[[], int] = wall_ms,
+        on_event_time: Callable[[str, float], None] | None = None,
+        on_commit_latency: Callable[[float], None] | None = None,
+    ) -> None:
+        self.controller = controller
+        self.writer = writer
+        self.queue_size = queue_size
+        self.request_timeout_ms = request_timeout_ms
+        self.max_idle_interval_ms = max_idle_interval_ms
+        self.max_batch_bytes = max_batch_bytes
+        self.clock = clock
+        self._on_event_time = on_event_time
+        self._on_commit_latency = on_commit_latency
+        # Invariant: only the event task pops these; both are bounded by queue_size.
+        self._priority: deque[_Event] = deque()
+        self._normal: deque[_Event] = deque()
+        self._wakeup = asyncio.Event()
+        # (last offset, future, start time) of replies waiting for commit, in offset order
+        self._waiting: deque[tuple[int, asyncio.Future[Any], Any, float]] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self._timer_task: asyncio.Task[None] | None = None
+        self._last_write_ms = 0
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="controller-event-queue")
+        self._timer_task = asyncio.create_task(self._timers(), name="controller-timers")
+
+    async def stop(self) -> None:
+        for t in (self._task, self._timer_task):
+            if t is not None:
+                t.cancel()
+        for t in (self._task, self._timer_task):
+            if t is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+        self._fail_all(ApiError("NOT_CONTROLLER", "the controller is shutting down"))
+
+    @property
+    def active(self) -> bool:
+        return self.controller.active
+
+    def _not_controller(self) -> ApiError:
+        leader_id, leader_url = self.writer.leader_hint()
+        extra: dict[str, Any] = {}
+        if leader_id is not None:
+            extra["leader_id"] = leader_id
+        if leader_url is not None:
+            extra["leader_url"] = leader_url
+        where = f"; the active controller is {leader_id}" if leader_id is not None else ""
+        return ApiError("NOT_CONTROLLER", f"this node is not the active controller{where}", **extra)
+
+    # ---------------------------------------------------------------- leadership
+
+    def on_became_leader(self) -> None:
+        """Called once the whole committed log is replayed and the epoch can take writes."""
+        now = self.clock()
+        self.controller.activate(now)
+        records: list[MetadataRecord] = []
+        if self.controller.image.in_transaction:
+            # the previous leader died mid-transaction: it will never end
+            records.append(AbortTransactionRecord("controller failover"))
+        records += self.controller.bootstrap_records()
+        if records:
+            self._append_and_replay(ControllerResult(tuple(records)), now)
+        log.info(
+            "controller activated",
+            extra={"event": "controller_activated", "offset": self.controller.image.offset},
+        )
+        self._wakeup.set()
+
+    def on_lost_leadership(self) -> None:
+        committed = self.writer.committed_offset()
+        if self.controller.active:
+            self.controller.deactivate(committed)
+            log.info(
+                "controller deactivated",
+                extra={"event": "controller_deactivated", "committed_offset": committed},
+            )
+        self._fail_all(self._not_controller())
+
+    def _fail_all(self, err: ApiError) -> None:
+        for q in (self._priority, self._normal):
+            while q:
+                ev = q.popleft()
+                if not ev.future.done():
+                    ev.future.set_exception(err)
+        while self._waiting:
+            _, fut, _, _ = self._waiting.popleft()
+            if not fut.done():
+                fut.set_exception(err)
+
+    def on_committed(self, committed_offset: int) -> None:
+        """The high watermark moved: answer the replies whose records committed."""
+        self.controller.on_commit(committed_offset)
+        now = time.perf_counter()
+        while self._waiting and self._waiting[0][0] <= committed_offset:
+            _, fut, value, started = self._waiting.popleft()
+            if not fut.done():
+                fut.set_result(value)
+            if self._on_commit_latency is not None:
+                self._on_commit_latency((now - started) * 1000)
+
+    # ---------------------------------------------------------------- API
+
+    async def write(self, name: str, generate: Generate, *, priority: bool = False) -> Any:
+        if not self.controller.active:
+            raise self._not_controller()
+        lane = self._priority if priority else self._normal
+        if len(lane) >= self.queue_size:
+            raise ApiError(
+                "REQUEST_TIMED_OUT", f"the controller's event queue is full ({self.queue_size})"
+            )
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        lane.append(_Event(name, generate, self.clock() + self.request_timeout_ms, fut))
+        self._wakeup.set()
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), self.request_timeout_ms / 1000 + 1)
+        except TimeoutError:
+            raise ApiError(
+                "REQUEST_TIMED_OUT", f"{name} did not commit within {self.request_timeout_ms} ms"
+            ) from None
+
+    async def barrier(self) -> None:
+        """Wait until every record appended so far is committed."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._wait_for(self.writer.next_offset() - 1, fut, None, time.perf_counter())
+        await asyncio.wait_for(fut, self.request_timeout_ms / 1000)
+
+    async def read_image(self, standby: bool = False) -> MetadataImage:
+        if not self.controller.active:
+            if standby:
+                return self.controller.image  # a standby's image holds only committed records
+            raise self._not_controller()
+        await self.barrier()
+        return self.controller.image
+
+    def note_heartbeat_contact(self, broker_id: int, broker_epoch: int) -> None:
+        self.controller.note_heartbeat_contact(broker_id, broker_epoch, self.clock())
+
+    # ---------------------------------------------------------------- event loop
+
+    def _wait_for(self, offset: int, fut: asyncio.Future[Any], value: Any, started: float) -> None:
+        if offset <= self.writer.committed_offset():
+            if not fut.done():
+                fut.set_result(value)
+            return
+        self._waiting.append((offset, fut, value, started))
+
+    def _append_and_replay(self, result: ControllerResult, now_ms: int) -> int:
+        """Append the result's records and replay them at their offsets; returns the last offset."""
+        plan = to_batches(result.records, self.max_batch_bytes)
+        base = self.writer.next_offset()
+        last = self.writer.append(plan.batches, now_ms)
+        # replay exactly what was appended, at the offsets Raft assigned
+        self.controller.replay_batch(base, plan.records, now_ms)
+        assert self.controller.image.offset == last, (self.controller.image.offset, last)
+        self._last_write_ms = now_ms
+        return last
+
+    def _run_one(self, ev: _Event) -> None:
+        now = self.clock()
+        if self._on_event_time is not None:
+            self._on_event_time(ev.name, max(0, now - ev.enqueued_ms))
+        if now > ev.deadline_ms:
+            ev.future.set_exception(
+                ApiError(
+                    "REQUEST_TIMED_OUT",
+                    f"{ev.name} waited {now - ev.enqueued_ms} ms in the event queue",
+                )
+            )
+            return
+        if not self.controller.active:
+            ev.future.set_exception(self._not_controller())
+            return
+        started = time.perf_counter()
+        try:
+            result = ev.generate(self.controller, now, self.writer.next_offset())
+            last = (
+                self._append_and_replay(result, now)
+                if result.records
+                else self.writer.next_offset() - 1
+            )
+        except ApiError as e:
+            ev.future.set_exception(e)
+            return
+        except NotLeaderError:
+            ev.future.set_exception(self._not_controller())
+            return
+        self._wait_for(last, ev.future, result.reply, started)
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            budget = 256  # yield to the loop regularly so I/O (fetches, heartbeats) flows
+            while (self._priority or self._normal) and budget > 0:
+                ev = self._priority.popleft() if self._priority else self._normal.popleft()
+                if not ev.future.done():
+                    self._run_one(ev)
+                budget -= 1
+            if self._priority or self._normal:
+                self._wakeup.set()
+                await asyncio.sleep(0)
+
+    # ---------------------------------------------------------------- timers
+
+    def _deferred(
+        self, name: str, fn: Callable[[QuorumController, int], ControllerResult | None]
+    ) -> None:
+        """Queue a deferred event; its reply is dropped (nobody waits for it)."""
+
+        def generate(c: QuorumController, now: int, off: int) -> ControllerResult:
+            return fn(c, now) or ControllerResult(())
+
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(lambda f: f.exception() if not f.cancelled() else None)
+        self._priority.append(_Event(name, generate, self.clock() + self.request_timeout_ms, fut))
+        self._wakeup.set()
+
+    async def _timers(self) -> None:
+        """Fence checks and NoOps, as deferred events through the queue."""
+        while True:
+            now = self.clock()
+            wake = now + 100
+            if self.controller.active:
+                check = self.controller.next_fence_check_ms()
+                if check is not None and check <= now:
+                    self._deferred("fence-stale-broker", _fence_one)
+                    await self._drained()
+                    continue
+                if check is not None:
+                    wake = min(wake, check)
+                if self.max_idle_interval_ms > 0:
+                    due = self._last_write_ms + self.max_idle_interval_ms
+                    if due <= now:
+                        self._last_write_ms = now
+                        self._deferred("noop", lambda c, t: c.noop())
+                        due = now + self.max_idle_interval_ms
+                    wake = min(wake, due)
+            await asyncio.sleep(max(0.001, (wake - self.clock()) / 1000))
+
+    async def _drained(self) -> None:
+        """Let the queued fence run (and replay) before looking for the next stale broker."""
+        for _ in range(100):
+            if not self._priority:
+                return
+            await asyncio.sleep(0.001)
+
+
+def _fence_one(c: QuorumController, now: int) -> ControllerResult | None:
+    result = c.maybe_fence_stale_broker(now)
+    if result is not None:
+        log.info(
+            "fencing broker",
+            extra={
+                "event": "broker_fenced",
+                "broker_id": result.reply["fenced_broker"],
+                "records": len(result.records),
+            },
+        )
+    return result
