@@ -32,22 +32,26 @@ class EncodedBatch:
     record_count: int
 
 
+@dataclass(frozen=True, slots=True)
+class BatchPlan:
+    batches: list[EncodedBatch]
+    records: list[MetadataRecord]  # exactly what the batches hold, markers included
+
+
 def to_batches(
     records: Sequence[MetadataRecord],
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     name: str = "",
-) -> list[EncodedBatch]:
+) -> BatchPlan:
     if not records:
-        return []
+        return BatchPlan([], [])
     encoded = [encode_record(r) for r in records]
     room = max_batch_bytes - HEADER_SIZE
     if sum(len(e) for e in encoded) <= room:
-        return [EncodedBatch(b"".join(encoded), len(encoded))]
-    encoded = [
-        encode_record(BeginTransactionRecord(name)),
-        *encoded,
-        encode_record(EndTransactionRecord()),
-    ]
+        return BatchPlan([EncodedBatch(b"".join(encoded), len(encoded))], list(records))
+    begin, end = BeginTransactionRecord(name), EndTransactionRecord()
+    written = [begin, *records, end]
+    encoded = [encode_record(begin), *encoded, encode_record(end)]
     out: list[EncodedBatch] = []
     current: list[bytes] = []
     size = 0
