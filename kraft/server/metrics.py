@@ -1,0 +1,122 @@
+"""Prometheus metrics of a controller, with Kafka's names (as jmx_exporter prints them).
+
+Gauges are read from the live state at scrape time (a custom collector), so they
+cost nothing between scrapes; histograms and counters are updated as events
+happen. One registry per process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+LATENCY_BUCKETS_MS = (0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+
+
+class _StateCollector:
+    def __init__(self, read: Callable[[], dict[str, float]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        values = self._read()
+        for name, (help_text, key) in GAUGES.items():
+            if key in values:
+                yield GaugeMetricFamily(name, help_text, value=values[key])
+
+
+GAUGES: dict[str, tuple[str, str]] = {
+    "kafka_controller_kafkacontroller_activecontrollercount": (
+        "1 on the active controller, else 0",
+        "active",
+    ),
+    "kafka_controller_kafkacontroller_fencedbrokercount": (
+        "registered brokers that are fenced",
+        "fenced_brokers",
+    ),
+    "kafka_controller_kafkacontroller_activebrokercount": (
+        "registered brokers that are unfenced",
+        "active_brokers",
+    ),
+    "kafka_controller_kafkacontroller_globaltopiccount": ("topics", "topics"),
+    "kafka_controller_kafkacontroller_globalpartitioncount": ("partitions", "partitions"),
+    "kafka_controller_kafkacontroller_offlinepartitionscount": (
+        "partitions without a leader",
+        "offline_partitions",
+    ),
+    "kafka_controller_kafkacontroller_lastcommittedrecordoffset": (
+        "offset of the last committed record",
+        "last_committed_offset",
+    ),
+    "kafka_controller_kafkacontroller_lastappliedrecordoffset": (
+        "offset of the last replayed record",
+        "last_applied_offset",
+    ),
+    "kafka_server_raft_metrics_current_leader": (
+        "the current Raft leader's id (-1: unknown)",
+        "current_leader",
+    ),
+    "kafka_server_raft_metrics_current_epoch": ("the current Raft epoch", "current_epoch"),
+    "kafka_server_raft_metrics_high_watermark": ("the Raft high watermark", "high_watermark"),
+    "kafka_server_raft_metrics_log_end_offset": ("this node's log end offset", "log_end_offset"),
+    "kafka_server_raft_metrics_current_state": (
+        "Raft state: 0 unattached, 1 follower, 2 candidate, 3 leader, 4 resigned, 5 prospective, 6 observer",
+        "raft_state",
+    ),
+}
+
+
+class ControllerMetrics:
+    def __init__(self, read_state: Callable[[], dict[str, float]]) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(_StateCollector(read_state))  # type: ignore[arg-type]
+        self.commit_latency = Histogram(
+            "kafka_server_raft_metrics_commit_latency_ms",
+            "time from append to commit of a controller write (ms)",
+            buckets=LATENCY_BUCKETS_MS,
+            registry=self.registry,
+        )
+        self.event_queue_time = Histogram(
+            "kafka_controller_controllereventmanager_eventqueuetimems",
+            "time an event waited in the controller's queue (ms)",
+            buckets=LATENCY_BUCKETS_MS,
+            registry=self.registry,
+        )
+        self.elections = Counter(
+            "kafka_server_raft_metrics_elections",
+            "Raft elections this node started (as candidate)",
+            registry=self.registry,
+        )
+        self.leader_changes = Counter(
+            "kafka_server_raft_metrics_leader_changes",
+            "times this node saw a new Raft leader",
+            registry=self.registry,
+        )
+        self.partition_elections = Counter(
+            "kafka_controller_controllerstats_leaderelections",
+            "partition leader elections written by this controller",
+            ["unclean"],
+            registry=self.registry,
+        )
+        self.fences = Counter(
+            "kafka_controller_controllerstats_brokerfences",
+            "brokers fenced by this controller for missing their session",
+            registry=self.registry,
+        )
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def image_gauges(image: Any) -> dict[str, float]:
+    fenced = sum(1 for b in image.brokers.values() if b.fenced)
+    return {
+        "fenced_brokers": fenced,
+        "active_brokers": len(image.brokers) - fenced,
+        "topics": len(image.topics),
+        "partitions": image.partition_count(),
+        "offline_partitions": image.offline_partition_count(),
+    }
