@@ -3,6 +3,7 @@ and cleanup that kills exactly the processes a test started (by pid)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -142,7 +143,5 @@ class ProcGroup:
                 p.signal(signal.SIGKILL)
         for p in self.procs:
             if p.popen is not None:
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     p.popen.wait(10)
-                except subprocess.TimeoutExpired:
-                    pass
