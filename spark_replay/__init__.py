@@ -1,0 +1,19 @@
+"""Spark replay of the `__cluster_metadata` log into cluster-history tables (DESIGN 1.6).
+
+Modules:
+
+- `decode`: one segment or snapshot file -> Arrow record batches (pure, no Spark);
+- `datasource`: the ``kraft_metadata_log`` Spark 4 Python Data Source, one input
+  partition per file, pruning by offset;
+- `history`: the tables as DataFrame transforms (windows per broker / partition);
+- `report`: summary.json and report.html with matplotlib plots;
+- `session`: an offline SparkSession configuration;
+- `cli`: ``spark-replay --log-dir DIR --out OUT [--master M] [--as-of-offset N | --as-of-time T]``;
+- `generator`: seeded realistic logs through the real controller
+  (``python -m spark_replay.generator --out DIR --records N --seed S``).
+
+Output under OUT: ``records/``, ``broker_history/``, ``partition_history/``,
+``leader_elections/``, ``offline_partitions/`` (Parquet), ``state_as_of/`` (with
+--as-of-*: ``brokers/``, ``partitions/`` and ``state.json``), ``summary.json``,
+``report.html``.
+"""

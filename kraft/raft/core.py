@@ -1,0 +1,1082 @@
+"""RaftCore: Kafka's pull-based Raft (KIP-595, with KIP-996 pre-vote) as a pure state machine.
+
+No I/O, no clock, no global randomness: every entry point takes `now_ms`, the
+randomness comes from the `rng` given at construction, and everything the core
+wants done comes out of `ready()` (see kraft.raft.ready for the order the shell
+must follow). The log is called directly for append / read / truncate (as
+KafkaRaftClient calls its ReplicatedLog), but flushing is the shell's: the core
+asks for it in Ready.flush_to and learns it happened from `on_flushed`, so that
+durability decisions are explicit:
+
+- the leader counts its own log end offset toward the high watermark only up
+  to its flushed offset;
+- a follower sends its next Fetch (whose fetch_offset is its log end offset)
+  only once everything it appended is flushed, so a fetch offset always
+  reports durable data;
+- a new ElectionState is persisted before any message of the same Ready is sent.
+
+Entry points (the shell serialises them on one task):
+  handle_request(request, now_ms, correlation)   inbound RPC; its response comes
+                                                 out of a later ready().responses
+  handle_response(correlation, response, now_ms) answer to one of our requests
+  request_failed(correlation, now_ms)            that request got no answer
+  tick(now_ms)                                   timers; call at next_wake_ms()
+  propose(payloads, now_ms) / propose_records    leader appends
+  resign(now_ms)                                 graceful hand-over
+  on_flushed(offset, now_ms)                     the log is durable up to offset
+  ready() -> Ready                               what to persist/send/apply
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kraft.raft.config import RaftConfig
+from kraft.raft.log import ReplicatedLog
+from kraft.raft.messages import (
+    FENCED_LEADER_EPOCH,
+    INCONSISTENT_CLUSTER_ID,
+    INCONSISTENT_VOTER_SET,
+    NO_LEADER,
+    NONE,
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_OUT_OF_RANGE,
+    POSITION_OUT_OF_RANGE,
+    SNAPSHOT_NOT_FOUND,
+    UNKNOWN_LEADER_EPOCH,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DivergingEpoch,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    RaftRequest,
+    RaftResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from kraft.raft.purgatory import Purgatory
+from kraft.raft.ready import Outbound, Ready
+from kraft.raft.state import (
+    Candidate,
+    ElectionState,
+    Follower,
+    Leader,
+    LeaderAndEpoch,
+    Prospective,
+    QuorumState,
+    ReplicaState,
+    Resigned,
+    Unattached,
+)
+from metadata_log.batch import HEADER_SIZE, encode_batch, encode_payload, iter_headers
+from metadata_log.records import LeaderChangeMessage, Record
+from metadata_log.snapshot import SnapshotId
+
+
+class NotLeaderError(Exception):
+    """propose() on a node that is not the leader; carries the known leader."""
+
+    def __init__(self, leader_id: int | None, epoch: int) -> None:
+        self.leader_id = leader_id
+        self.epoch = epoch
+        super().__init__(f"not the leader (leader {leader_id}, epoch {epoch})")
+
+
+class TruncationBelowHighWatermarkError(Exception):
+    """A leader asked us to truncate committed data: a broken safety property."""
+
+
+@dataclass(slots=True)
+class _InFlight:
+    destination: int
+    request: RaftRequest
+    deadline_ms: int
+    state: QuorumState  # the state that sent it: a reply to a stale state is ignored
+
+
+@dataclass(slots=True)
+class _ParkedFetch:
+    correlation: int
+    request: FetchRequest
+
+
+@dataclass(slots=True)
+class _SnapshotFetch:
+    snapshot_id: SnapshotId
+    leader_id: int
+    epoch: int
+    data: bytearray
+
+
+def _payload(entry: Any) -> tuple[bytes, int]:
+    """(records section, record count) from an EncodedBatch-like object or a pair."""
+    if isinstance(entry, tuple):
+        return entry[0], entry[1]
+    return entry.payload, entry.record_count
+
+
+class RaftCore:
+    def __init__(
+        self,
+        node_id: int,
+        voters: Iterable[int],
+        cluster_id: str,
+        log: ReplicatedLog,
+        election_state: ElectionState,
+        config: RaftConfig,
+        rng: random.Random,
+        now_ms: int,
+    ) -> None:
+        """`voters` is the static voter set (controller.quorum.voters) on every node:
+        a node that is not in it is an observer (observers need the voter ids to
+        bootstrap their first fetch)."""
+        self.node_id = node_id
+        self.voters = frozenset(voters)
+        if not self.voters:
+            raise ValueError("the voter set is empty")
+        self.is_voter = node_id in self.voters
+        self.cluster_id = cluster_id
+        self.log = log
+        self.config = config
+        self._rng = rng
+        self._now = now_ms
+        self._election = election_state
+        self._pending_election: ElectionState | None = None
+        self._outbox: list[Outbound] = []
+        self._responses: list[tuple[int, RaftResponse]] = []
+        self._inflight: dict[int, _InFlight] = {}
+        self._next_correlation = 0
+        self._purgatory: Purgatory[_ParkedFetch] = Purgatory()
+        # The high watermark never goes back while this object lives. A snapshot
+        # covers only committed data, so its end is a safe starting point.
+        snap = log.latest_snapshot_id()
+        self.high_watermark = max(log.start_offset, snap.end_offset if snap else 0)
+        self._reported_hw = -1
+        self._flush_requested = log.flushed_offset
+        self._fetch_correlation: int | None = None
+        self._fetch_backoff_until = 0
+        self._bootstrap_index = 0
+        self._snapshot_fetch: _SnapshotFetch | None = None
+        self._snapshot_loaded: SnapshotId | None = None
+        self._reported_leader: LeaderAndEpoch | None = None
+        self.state: QuorumState = self._initial_state(election_state)
+        self._after()
+
+    # ================================================================ properties
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        s = self.state
+        if isinstance(s, Leader):
+            return self.node_id
+        if isinstance(s, Follower):
+            return s.leader_id
+        return None
+
+    @property
+    def leader_and_epoch(self) -> LeaderAndEpoch:
+        return LeaderAndEpoch(self.leader_id, self.epoch)
+
+    @property
+    def is_leader(self) -> bool:
+        return isinstance(self.state, Leader)
+
+    @property
+    def state_name(self) -> str:
+        """Kafka's names; `observer` for a non-voter (DESIGN 1.2)."""
+        return self.state.name if self.is_voter else "observer"
+
+    @property
+    def election_state(self) -> ElectionState:
+        """The latest election state (persisted once the pending Ready is handled)."""
+        return self._election
+
+    @property
+    def epoch_start_offset(self) -> int | None:
+        s = self.state
+        return s.epoch_start_offset if isinstance(s, Leader) else None
+
+    def _majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def _election_timeout(self) -> int:
+        """Randomized in [T, 2T] so that candidates rarely collide."""
+        t = self.config.election_timeout_ms
+        return self._now + t + self._rng.randint(0, t)
+
+    # ============================================================== transitions
+
+    def _initial_state(self, es: ElectionState) -> QuorumState:
+        epoch = es.leader_epoch
+        if not self.is_voter:
+            if es.leader_id is not None and es.leader_id != self.node_id:
+                return Follower(epoch, es.leader_id, None, self._now + self.config.fetch_timeout_ms)
+            return Unattached(epoch, None, None)
+        if es.leader_id == self.node_id:
+            # A restarted leader does not know what it committed: it resigns its
+            # epoch (refusing votes in it) and lets the others elect.
+            others = self.voters - {self.node_id}
+            deadline = self._now if not others else self._election_timeout()
+            return Resigned(epoch, deadline, (), unacked=set(others))
+        if es.leader_id is not None:
+            return Follower(
+                epoch, es.leader_id, es.voted_id, self._now + self.config.fetch_timeout_ms
+            )
+        # Voted for itself before a crash: it stays out of this epoch (its vote is
+        # spent) and campaigns again in a later one after the election timeout.
+        deadline = self._now if self.voters == {self.node_id} else self._election_timeout()
+        return Unattached(epoch, es.voted_id, deadline)
+
+    def _persist(self, es: ElectionState) -> None:
+        if es != self._election:
+            if es.leader_epoch < self._election.leader_epoch:
+                raise AssertionError(f"epoch going back: {self._election} -> {es}")
+            self._election = es
+            self._pending_election = es
+
+    def _set_state(self, state: QuorumState) -> None:
+        old = self.state
+        if isinstance(old, Leader) and not isinstance(state, Leader):
+            # Parked fetches belong to the leader: answer them with the news.
+            for parked in self._purgatory.complete_all():
+                self._responses.append((parked.correlation, self._fetch_error(parked.request)))
+        self.state = state
+        self._fetch_correlation = None
+        self._snapshot_fetch = None
+
+    def _become_unattached(self, epoch: int, voted_id: int | None = None) -> None:
+        deadline = self._election_timeout() if self.is_voter else None
+        self._persist(ElectionState(epoch, None, voted_id))
+        self._set_state(Unattached(epoch, voted_id, deadline))
+
+    def _become_follower(self, epoch: int, leader_id: int) -> None:
+        voted = self._election.voted_id if self._election.leader_epoch == epoch else None
+        self._persist(ElectionState(epoch, leader_id, voted))
+        self._set_state(
+            Follower(epoch, leader_id, voted, self._now + self.config.fetch_timeout_ms)
+        )
+
+    def _become_prospective(self) -> None:
+        s = self.state
+        leader = s.leader_id if isinstance(s, Follower) else None
+        voted = self._election.voted_id if self._election.leader_epoch == s.epoch else None
+        p = Prospective(s.epoch, leader, voted, self._election_timeout())
+        self._set_state(p)
+        p.granted.add(self.node_id)
+        if len(p.granted) >= self._majority():
+            self._become_candidate()
+            return
+        req = VoteRequest(
+            self.cluster_id,
+            self.node_id,
+            s.epoch + 1,
+            self.log.latest_epoch,
+            self.log.end_offset,
+            pre_vote=True,
+        )
+        for v in sorted(self.voters - {self.node_id}):
+            self._send(v, req, self._now + self.config.election_timeout_ms)
+
+    def _become_candidate(self) -> None:
+        epoch = self.epoch + 1
+        self._persist(ElectionState(epoch, None, self.node_id))
+        c = Candidate(epoch, self._election_timeout())
+        self._set_state(c)
+        c.granted.add(self.node_id)
+        if len(c.granted) >= self._majority():
+            self._become_leader()
+            return
+        req = VoteRequest(
+            self.cluster_id, self.node_id, epoch, self.log.latest_epoch, self.log.end_offset
+        )
+        for v in sorted(self.voters - {self.node_id}):
+            self._send(v, req, self._now + self.config.election_timeout_ms)
+
+    def _become_leader(self) -> None:
+        s = self.state
+        assert isinstance(s, Candidate)
+        epoch = s.epoch
+        self._persist(ElectionState(epoch, self.node_id, self.node_id))
+        others = self.voters - {self.node_id}
+        leader = Leader(
+            epoch,
+            self.log.end_offset,
+            {v: ReplicaState(v) for v in sorted(self.voters)},
+            {},
+            self._now + self.config.check_quorum_timeout_ms,
+            unacked=set(others),
+            granting_voters=tuple(sorted(s.granted)),
+        )
+        self._set_state(leader)
+        # The first batch of every epoch: the HW can only advance once an offset
+        # of this epoch (this one) is on a majority (Raft's commit rule).
+        batch = encode_batch(
+            self.log.end_offset,
+            epoch,
+            self._now,
+            [LeaderChangeMessage(self.node_id, tuple(sorted(self.voters)), leader.granting_voters)],
+            control=True,
+        )
+        self.log.append(batch)
+        self._send_begin_quorum()
+        self._maybe_advance_hw()
+
+    def _become_resigned(self, successors: tuple[int, ...]) -> None:
+        others = set(self.voters - {self.node_id})
+        r = Resigned(self.epoch, self._election_timeout(), successors, unacked=others)
+        self._set_state(r)
+        self._send_end_quorum()
+
+    # ================================================================== helpers
+
+    def _send(self, destination: int, request: RaftRequest, deadline_ms: int) -> int:
+        correlation = self._next_correlation
+        self._next_correlation += 1
+        self._inflight[correlation] = _InFlight(destination, request, deadline_ms, self.state)
+        self._outbox.append(Outbound(destination, request, correlation))
+        return correlation
+
+    def _respond(self, correlation: int, response: RaftResponse) -> None:
+        self._responses.append((correlation, response))
+
+    def _known_leader(self) -> int:
+        lid = self.leader_id
+        return NO_LEADER if lid is None else lid
+
+    def _log_up_to_date(self, last_epoch: int, end_offset: int) -> bool:
+        return (last_epoch, end_offset) >= (self.log.latest_epoch, self.log.end_offset)
+
+    def _maybe_learn(self, epoch: int, leader_id: int) -> bool:
+        """Kafka's maybeHandleCommonResponse: move to a newer epoch or a newly known leader.
+
+        Returns True when the state changed.
+        """
+        if epoch > self.epoch:
+            if leader_id != NO_LEADER and leader_id != self.node_id:
+                self._become_follower(epoch, leader_id)
+            else:
+                self._become_unattached(epoch)
+            return True
+        if (
+            epoch == self.epoch
+            and leader_id != NO_LEADER
+            and leader_id != self.node_id
+            and isinstance(self.state, Unattached | Prospective | Candidate)
+        ):
+            self._become_follower(epoch, leader_id)
+            return True
+        return False
+
+    # ========================================================== inbound requests
+
+    def handle(self, message: Any, now_ms: int, correlation: int) -> None:
+        """Request or response, dispatched (the correlation is the shell's for a
+        request, ours for a response)."""
+        if isinstance(message, VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse):
+            self.handle_response(correlation, message, now_ms)
+        elif isinstance(message, FetchResponse | FetchSnapshotResponse):
+            self.handle_response(correlation, message, now_ms)
+        else:
+            self.handle_request(message, now_ms, correlation)
+
+    def handle_request(self, request: RaftRequest, now_ms: int, correlation: int) -> None:
+        self._now = max(self._now, now_ms)
+        if request.cluster_id != self.cluster_id:
+            self._respond(correlation, self._cluster_mismatch(request))
+        elif isinstance(request, FetchRequest):
+            self._on_fetch(request, correlation)
+        elif isinstance(request, VoteRequest):
+            self._on_vote(request, correlation)
+        elif isinstance(request, BeginQuorumEpochRequest):
+            self._on_begin_quorum(request, correlation)
+        elif isinstance(request, EndQuorumEpochRequest):
+            self._on_end_quorum(request, correlation)
+        elif isinstance(request, FetchSnapshotRequest):
+            self._on_fetch_snapshot(request, correlation)
+        else:  # pragma: no cover - the wire codec only builds the above
+            raise TypeError(f"not a Raft request: {request!r}")
+        self._after()
+
+    def _cluster_mismatch(self, request: RaftRequest) -> RaftResponse:
+        e, lid = INCONSISTENT_CLUSTER_ID, NO_LEADER
+        if isinstance(request, VoteRequest):
+            return VoteResponse(e, False, lid, self.epoch, request.pre_vote)
+        if isinstance(request, BeginQuorumEpochRequest):
+            return BeginQuorumEpochResponse(e, lid, self.epoch)
+        if isinstance(request, EndQuorumEpochRequest):
+            return EndQuorumEpochResponse(e, lid, self.epoch)
+        if isinstance(request, FetchRequest):
+            return FetchResponse(e, lid, self.epoch)
+        return FetchSnapshotResponse(e, lid, self.epoch)
+
+    # --------------------------------------------------------------------- Vote
+
+    def _on_vote(self, req: VoteRequest, correlation: int) -> None:
+        if not self.is_voter or req.candidate_id not in self.voters:
+            self._respond(
+                correlation,
+                VoteResponse(
+                    INCONSISTENT_VOTER_SET, False, self._known_leader(), self.epoch, req.pre_vote
+                ),
+            )
+            return
+        granted = self._pre_vote(req) if req.pre_vote else self._vote(req)
+        self._respond(
+            correlation,
+            VoteResponse(NONE, granted, self._known_leader(), self.epoch, req.pre_vote),
+        )
+
+    def _pre_vote(self, req: VoteRequest) -> bool:
+        """KIP-996: grant without persisting or changing anything."""
+        s = self.state
+        if req.candidate_epoch <= self.epoch:
+            return False  # the prospective is behind: our response tells it the epoch
+        if isinstance(s, Leader):
+            return False
+        if (
+            isinstance(s, Follower)
+            and not s.leader_resigned
+            and self._now < s.fetch_deadline_ms
+            and req.candidate_epoch == self.epoch + 1
+        ):
+            # We heard from a live leader within the fetch timeout: a node that
+            # rejoins after a partition must not unseat it.
+            return False
+        return self._log_up_to_date(req.last_offset_epoch, req.last_offset)
+
+    def _vote(self, req: VoteRequest) -> bool:
+        if req.candidate_epoch < self.epoch:
+            return False
+        if req.candidate_epoch > self.epoch:
+            self._become_unattached(req.candidate_epoch)
+        s = self.state
+        if isinstance(s, Unattached | Prospective):
+            voted = s.voted_id
+            if voted is not None:
+                return voted == req.candidate_id  # one vote per epoch (idempotent)
+            if not self._log_up_to_date(req.last_offset_epoch, req.last_offset):
+                return False
+            # Persisted before the response leaves (same Ready).
+            self._persist(ElectionState(s.epoch, None, req.candidate_id))
+            self._set_state(Unattached(s.epoch, req.candidate_id, self._election_timeout()))
+            return True
+        # Candidate (voted for itself), Leader, Follower, Resigned: the vote is spent.
+        return False
+
+    def _on_vote_response(self, inf: _InFlight, resp: VoteResponse) -> None:
+        if self._maybe_learn(resp.leader_epoch, resp.leader_id):
+            return
+        s = self.state
+        if inf.state is not s or resp.error != NONE:
+            return
+        if isinstance(s, Prospective) and resp.pre_vote:
+            (s.granted if resp.vote_granted else s.rejected).add(inf.destination)
+            if len(s.granted) >= self._majority():
+                self._become_candidate()
+        elif isinstance(s, Candidate) and not resp.pre_vote and resp.leader_epoch == s.epoch:
+            (s.granted if resp.vote_granted else s.rejected).add(inf.destination)
+            if len(s.granted) >= self._majority():
+                self._become_leader()
+
+    # --------------------------------------------------------- BeginQuorumEpoch
+
+    def _on_begin_quorum(self, req: BeginQuorumEpochRequest, correlation: int) -> None:
+        if req.leader_epoch < self.epoch:
+            err = FENCED_LEADER_EPOCH
+        elif req.leader_epoch == self.epoch and isinstance(self.state, Leader | Resigned):
+            # Two leaders in one epoch cannot happen; a stale duplicate can only
+            # come from ourselves (Resigned after a restart).
+            err = NONE if req.leader_id == self.node_id else FENCED_LEADER_EPOCH
+        else:
+            s = self.state
+            if not (isinstance(s, Follower) and s.epoch == req.leader_epoch):
+                self._become_follower(req.leader_epoch, req.leader_id)
+            else:
+                s.fetch_deadline_ms = self._now + self.config.fetch_timeout_ms
+            err = NONE
+        self._respond(correlation, BeginQuorumEpochResponse(err, self._known_leader(), self.epoch))
+
+    def _on_begin_quorum_response(self, inf: _InFlight, resp: BeginQuorumEpochResponse) -> None:
+        if self._maybe_learn(resp.leader_epoch, resp.leader_id):
+            return
+        s = self.state
+        if isinstance(s, Leader) and resp.error == NONE and resp.leader_epoch == s.epoch:
+            s.unacked.discard(inf.destination)
+
+    # ----------------------------------------------------------- EndQuorumEpoch
+
+    def _on_end_quorum(self, req: EndQuorumEpochRequest, correlation: int) -> None:
+        if req.leader_epoch < self.epoch:
+            self._respond(
+                correlation,
+                EndQuorumEpochResponse(FENCED_LEADER_EPOCH, self._known_leader(), self.epoch),
+            )
+            return
+        if req.leader_epoch > self.epoch and req.leader_id != self.node_id:
+            self._become_follower(req.leader_epoch, req.leader_id)
+        s = self.state
+        if isinstance(s, Follower) and s.leader_id == req.leader_id and self.is_voter:
+            s.leader_resigned = True
+            # The best-placed successor campaigns at once, the others back off by
+            # their rank; a voter not in the list waits a normal election timeout.
+            if self.node_id in req.preferred_successors:
+                rank = req.preferred_successors.index(self.node_id)
+                delay = rank * self.config.election_timeout_ms // 2
+            else:
+                delay = self._election_timeout() - self._now
+            s.fetch_deadline_ms = min(s.fetch_deadline_ms, self._now + delay)
+        self._respond(correlation, EndQuorumEpochResponse(NONE, self._known_leader(), self.epoch))
+
+    def _on_end_quorum_response(self, inf: _InFlight, resp: EndQuorumEpochResponse) -> None:
+        if self._maybe_learn(resp.leader_epoch, resp.leader_id):
+            return
+        s = self.state
+        if isinstance(s, Resigned) and resp.error == NONE:
+            s.unacked.discard(inf.destination)
+
+    # -------------------------------------------------------------------- Fetch
+
+    def _fetch_error(self, req: FetchRequest) -> FetchResponse:
+        if req.replica_epoch < self.epoch:
+            err = FENCED_LEADER_EPOCH
+        elif req.replica_epoch > self.epoch:
+            err = UNKNOWN_LEADER_EPOCH
+        else:
+            err = NOT_LEADER_OR_FOLLOWER
+        return FetchResponse(err, self._known_leader(), self.epoch, log_start_offset=-1)
+
+    def _on_fetch(self, req: FetchRequest, correlation: int) -> None:
+        s = self.state
+        if not isinstance(s, Leader) or req.replica_epoch != s.epoch:
+            self._respond(correlation, self._fetch_error(req))
+            return
+        log = self.log
+        start = log.start_offset
+        snap = log.latest_snapshot_id()
+        # Kafka's validateOffsetAndEpoch.
+        if req.fetch_offset < start or (req.fetch_offset == 0 and req.last_fetched_epoch == 0):
+            if req.fetch_offset < start:
+                self._respond(correlation, self._snapshot_response(s, snap))
+                return
+            diverging = None
+        else:
+            epoch, end = log.end_offset_for_epoch(req.last_fetched_epoch)
+            if epoch == req.last_fetched_epoch and end >= req.fetch_offset:
+                diverging = None
+            elif end < start and start > 0:
+                self._respond(correlation, self._snapshot_response(s, snap))
+                return
+            else:
+                diverging = DivergingEpoch(epoch, max(end, 0))
+        replica = self._update_replica(s, req, None if diverging else req.fetch_offset)
+        if diverging is not None:
+            self._respond(
+                correlation,
+                FetchResponse(
+                    NONE,
+                    self.node_id,
+                    s.epoch,
+                    self.high_watermark,
+                    start,
+                    diverging_epoch=diverging,
+                ),
+            )
+            return
+        hw_moved = self._maybe_advance_hw()
+        if (
+            req.fetch_offset >= log.end_offset
+            and req.max_wait_ms > 0
+            and not hw_moved
+            and replica is not None
+        ):
+            # Nothing new: a long poll until data arrives, the HW moves, or max wait.
+            self._purgatory.park(
+                req.fetch_offset,
+                self._now + min(req.max_wait_ms, self.config.fetch_max_wait_ms),
+                _ParkedFetch(correlation, req),
+            )
+            return
+        self._respond(correlation, self._fetch_data(s, req))
+
+    def _snapshot_response(self, s: Leader, snap: SnapshotId | None) -> FetchResponse:
+        if snap is None:  # a log not starting at 0 always has a snapshot
+            return FetchResponse(OFFSET_OUT_OF_RANGE, self.node_id, s.epoch, self.high_watermark)
+        return FetchResponse(
+            NONE,
+            self.node_id,
+            s.epoch,
+            self.high_watermark,
+            self.log.start_offset,
+            snapshot_id=snap,
+        )
+
+    def _fetch_data(self, s: Leader, req: FetchRequest) -> FetchResponse:
+        log = self.log
+        offset = min(req.fetch_offset, log.end_offset)
+        max_bytes = min(req.max_bytes, self.config.fetch_max_bytes)
+        records = log.read(offset, max_bytes) if offset < log.end_offset else b""
+        return FetchResponse(
+            NONE, self.node_id, s.epoch, self.high_watermark, log.start_offset, records
+        )
+
+    def _update_replica(
+        self, s: Leader, req: FetchRequest, end_offset: int | None
+    ) -> ReplicaState | None:
+        rid = req.replica_id
+        if rid == self.node_id:
+            return None
+        # Only the leader's current voters count toward the high watermark.
+        counts = rid in self.voters and req.replica_is_voter
+        table = s.voter_states if counts else s.observer_states
+        replica = table.get(rid)
+        if replica is None:
+            replica = table[rid] = ReplicaState(rid)
+        replica.last_fetch_ms = self._now
+        if end_offset is not None:
+            replica.end_offset = end_offset
+            if end_offset >= self.log.end_offset:
+                replica.last_caught_up_ms = self._now
+        if counts:
+            s.unacked.discard(rid)  # a fetch acknowledges BeginQuorumEpoch
+            s.fetched_since_check.add(rid)
+            if len(s.fetched_since_check | {self.node_id}) >= self._majority():
+                s.check_quorum_deadline_ms = self._now + self.config.check_quorum_timeout_ms
+                s.fetched_since_check.clear()
+        return replica
+
+    def _maybe_advance_hw(self) -> bool:
+        """The leader's HW: the largest offset on a majority of voters, counting its
+        own log only as far as it is flushed, and only once it covers this epoch's
+        first offset. Never goes back. Returns whether it moved."""
+        s = self.state
+        if not isinstance(s, Leader):
+            return False
+        ends = sorted(
+            (
+                self.log.flushed_offset if v == self.node_id else s.voter_states[v].end_offset
+                for v in self.voters
+            ),
+            reverse=True,
+        )
+        candidate = ends[self._majority() - 1]
+        if candidate > s.epoch_start_offset and candidate > self.high_watermark:
+            self.high_watermark = candidate
+            # Parked fetches answer now so followers learn the new HW at once.
+            for parked in self._purgatory.complete_all():
+                self._respond(parked.correlation, self._fetch_data(s, parked.request))
+            return True
+        return False
+
+    def _on_fetch_response(self, inf: _InFlight, corr: int, resp: FetchResponse) -> None:
+        if corr != self._fetch_correlation:
+            return  # a stale or duplicated answer
+        self._fetch_correlation = None
+        if self._maybe_learn(resp.leader_epoch, resp.leader_id):
+            return
+        s = self.state
+        if resp.error != NONE:
+            self._fetch_backoff_until = self._now + self.config.retry_backoff_ms
+            return
+        if (
+            not isinstance(s, Follower)
+            or s.leader_id != inf.destination
+            or resp.leader_epoch != s.epoch
+            or inf.state is not s
+        ):
+            return
+        s.fetch_deadline_ms = self._now + self.config.fetch_timeout_ms
+        s.leader_resigned = False
+        log = self.log
+        if resp.diverging_epoch is not None:
+            d = resp.diverging_epoch
+            local_epoch, local_end = log.end_offset_for_epoch(d.epoch)
+            target = d.end_offset if local_epoch != d.epoch else min(d.end_offset, local_end)
+            target = min(target, log.end_offset)
+            if target < self.high_watermark:
+                raise TruncationBelowHighWatermarkError(
+                    f"node {self.node_id}: truncation to {target} below HW {self.high_watermark}"
+                )
+            log.truncate_to(target)
+            return
+        if resp.snapshot_id is not None:
+            sid = resp.snapshot_id
+            self._snapshot_fetch = _SnapshotFetch(sid, s.leader_id, s.epoch, bytearray())
+            return
+        if resp.records:
+            if not self._append_fetched(resp.records):
+                return
+        self._update_follower_hw(resp.high_watermark)
+
+    def _append_fetched(self, records: bytes) -> bool:
+        log = self.log
+        first = True
+        for pos, header in iter_headers(records, "<fetch response>"):
+            if first and header.base_offset != log.end_offset:
+                return False  # not where our log ends (a stale answer): ignore
+            first = False
+            log.append(records[pos : pos + header.length])
+        return True
+
+    def _update_follower_hw(self, leader_hw: int) -> None:
+        hw = min(leader_hw, self.log.end_offset)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+
+    # ------------------------------------------------------------ FetchSnapshot
+
+    def _on_fetch_snapshot(self, req: FetchSnapshotRequest, correlation: int) -> None:
+        s = self.state
+        if not isinstance(s, Leader) or req.replica_epoch != s.epoch:
+            err = self._fetch_error(
+                FetchRequest(req.cluster_id, req.replica_id, False, req.replica_epoch, 0, 0)
+            ).error
+            self._respond(correlation, FetchSnapshotResponse(err, self._known_leader(), self.epoch))
+            return
+        try:
+            chunk, size = self.log.read_snapshot_chunk(
+                req.snapshot_id,
+                req.position,
+                min(req.max_bytes, self.config.snapshot_chunk_bytes),
+            )
+        except KeyError:
+            self._respond(
+                correlation, FetchSnapshotResponse(SNAPSHOT_NOT_FOUND, self.node_id, s.epoch)
+            )
+            return
+        if req.position < 0 or req.position > size:
+            self._respond(
+                correlation, FetchSnapshotResponse(POSITION_OUT_OF_RANGE, self.node_id, s.epoch)
+            )
+            return
+        self._respond(
+            correlation,
+            FetchSnapshotResponse(
+                NONE, self.node_id, s.epoch, req.snapshot_id, req.position, chunk, size
+            ),
+        )
+
+    def _on_fetch_snapshot_response(
+        self, inf: _InFlight, corr: int, resp: FetchSnapshotResponse
+    ) -> None:
+        if corr != self._fetch_correlation:
+            return
+        self._fetch_correlation = None
+        if self._maybe_learn(resp.leader_epoch, resp.leader_id):
+            return
+        sf = self._snapshot_fetch
+        s = self.state
+        if sf is None or not isinstance(s, Follower) or inf.state is not s:
+            return
+        if resp.error != NONE or resp.snapshot_id != sf.snapshot_id:
+            # The snapshot went away (a newer one replaced it): fetch again.
+            self._snapshot_fetch = None
+            self._fetch_backoff_until = self._now + self.config.retry_backoff_ms
+            return
+        s.fetch_deadline_ms = self._now + self.config.fetch_timeout_ms
+        if resp.position != len(sf.data):
+            return
+        sf.data += resp.chunk
+        if len(sf.data) >= resp.size:
+            self.log.install_snapshot(sf.snapshot_id, bytes(sf.data))
+            self._snapshot_fetch = None
+            if sf.snapshot_id.end_offset > self.high_watermark:
+                self.high_watermark = sf.snapshot_id.end_offset
+            self._snapshot_loaded = sf.snapshot_id
+
+    # ================================================================ responses
+
+    def handle_response(self, correlation: int, response: RaftResponse, now_ms: int) -> None:
+        self._now = max(self._now, now_ms)
+        inf = self._inflight.pop(correlation, None)
+        if inf is not None:
+            if isinstance(response, FetchResponse):
+                self._on_fetch_response(inf, correlation, response)
+            elif isinstance(response, VoteResponse):
+                self._on_vote_response(inf, response)
+            elif isinstance(response, BeginQuorumEpochResponse):
+                self._on_begin_quorum_response(inf, response)
+            elif isinstance(response, EndQuorumEpochResponse):
+                self._on_end_quorum_response(inf, response)
+            elif isinstance(response, FetchSnapshotResponse):
+                self._on_fetch_snapshot_response(inf, correlation, response)
+        self._after()
+
+    def request_failed(self, correlation: int, now_ms: int) -> None:
+        """The request got no answer (connection refused, timeout, HTTP error)."""
+        self._now = max(self._now, now_ms)
+        inf = self._inflight.pop(correlation, None)
+        if inf is not None:
+            self._on_failed(correlation, inf)
+        self._after()
+
+    def _on_failed(self, correlation: int, inf: _InFlight) -> None:
+        if correlation == self._fetch_correlation:
+            self._fetch_correlation = None
+            self._fetch_backoff_until = self._now + self.config.retry_backoff_ms
+            if not isinstance(self.state, Follower):
+                self._bootstrap_index += 1  # try the next voter
+        s = self.state
+        if isinstance(s, Leader | Resigned) and inf.state is s:
+            s.next_send_ms[inf.destination] = self._now + self.config.retry_backoff_ms
+
+    # ================================================================== leader API
+
+    def propose(self, payloads: Sequence[Any], now_ms: int) -> tuple[int, int]:
+        """Append one batch per payload ((records bytes, count) or EncodedBatch-like)
+        in the current epoch; returns (first offset, last offset).
+
+        Raises NotLeaderError unless this node leads. The batches commit when
+        the high watermark passes the last offset.
+        """
+        self._now = max(self._now, now_ms)
+        s = self.state
+        if not isinstance(s, Leader):
+            raise NotLeaderError(self.leader_id, self.epoch)
+        if not payloads:
+            raise ValueError("nothing to propose")
+        base = self.log.end_offset
+        for entry in payloads:
+            payload, count = _payload(entry)
+            self.log.append(encode_payload(self.log.end_offset, s.epoch, self._now, payload, count))
+        last = self.log.end_offset - 1
+        self._wake_fetches()
+        self._after()
+        return base, last
+
+    def propose_records(self, records: Sequence[Record], now_ms: int) -> tuple[int, int]:
+        """Append `records` as one batch (atomic); returns (first offset, last offset)."""
+        s = self.state
+        if not isinstance(s, Leader):
+            raise NotLeaderError(self.leader_id, self.epoch)
+        batch = encode_batch(0, s.epoch, now_ms, records)
+        return self.propose([(batch[HEADER_SIZE:], len(records))], now_ms)
+
+    def resign(self, now_ms: int) -> None:
+        """Graceful shutdown: give up leadership with EndQuorumEpoch to the voters,
+        preferred successors ordered by how far they have fetched."""
+        self._now = max(self._now, now_ms)
+        s = self.state
+        if isinstance(s, Leader):
+            others = [r for v, r in s.voter_states.items() if v != self.node_id]
+            others.sort(key=lambda r: (-r.end_offset, -r.last_fetch_ms, r.node_id))
+            self._become_resigned(tuple(r.node_id for r in others))
+        self._after()
+
+    def _wake_fetches(self) -> None:
+        s = self.state
+        if isinstance(s, Leader):
+            for parked in self._purgatory.complete_below(self.log.end_offset):
+                self._respond(parked.correlation, self._fetch_data(s, parked.request))
+
+    # ================================================================ durability
+
+    def on_flushed(self, offset: int, now_ms: int) -> None:
+        """The shell flushed the log up to `offset` (log.flushed_offset is the truth)."""
+        self._now = max(self._now, now_ms)
+        self._maybe_advance_hw()
+        self._after()
+
+    # ==================================================================== timers
+
+    def tick(self, now_ms: int) -> None:
+        self._now = max(self._now, now_ms)
+        now = self._now
+        for corr in [c for c, inf in self._inflight.items() if inf.deadline_ms <= now]:
+            inf = self._inflight.pop(corr)
+            self._on_failed(corr, inf)
+        s = self.state
+        if isinstance(s, Leader):
+            for parked in self._purgatory.expire(now):
+                self._respond(parked.correlation, self._fetch_data(s, parked.request))
+            if len(self.voters) > 1 and now >= s.check_quorum_deadline_ms:
+                # A majority has not fetched for 1.5 fetch timeouts: we may be
+                # partitioned away; stop accepting writes that cannot commit.
+                self._become_resigned(())
+        elif isinstance(s, Follower):
+            if now >= s.fetch_deadline_ms:
+                if self.is_voter:
+                    self._become_prospective()
+                else:
+                    self._become_unattached(s.epoch)
+        elif isinstance(s, Unattached | Prospective | Candidate | Resigned):
+            deadline = s.election_deadline_ms
+            if deadline is not None and now >= deadline and self.is_voter:
+                self._become_prospective()
+        self._after()
+
+    def next_wake_ms(self) -> int:
+        """When tick() must be called next (at the latest)."""
+        s = self.state
+        times: list[int] = [inf.deadline_ms for inf in self._inflight.values()]
+        if isinstance(s, Leader):
+            if len(self.voters) > 1:
+                times.append(s.check_quorum_deadline_ms)
+            d = self._purgatory.next_deadline_ms()
+            if d is not None:
+                times.append(d)
+            times.extend(s.next_send_ms.get(v, 0) for v in s.unacked)
+        elif isinstance(s, Resigned):
+            times.append(s.election_deadline_ms)
+            times.extend(s.next_send_ms.get(v, 0) for v in s.unacked)
+        elif isinstance(s, Follower):
+            times.append(s.fetch_deadline_ms)
+        elif s.election_deadline_ms is not None:
+            times.append(s.election_deadline_ms)
+        if self._fetch_correlation is None and self._wants_fetch():
+            times.append(self._fetch_backoff_until)
+        return max(min(times), self._now) if times else self._now + 60_000
+
+    # ================================================================= polling
+
+    def _wants_fetch(self) -> bool:
+        s = self.state
+        return isinstance(s, Follower) or (isinstance(s, Unattached) and not self.is_voter)
+
+    def _poll(self) -> None:
+        """Send what the current state wants sent (fetches, BeginQuorumEpoch, EndQuorumEpoch)."""
+        s = self.state
+        if isinstance(s, Leader):
+            self._send_begin_quorum()
+        elif isinstance(s, Resigned):
+            self._send_end_quorum()
+        if not self._wants_fetch() or self._fetch_correlation is not None:
+            return
+        if self._now < self._fetch_backoff_until:
+            return
+        log = self.log
+        if log.flushed_offset < log.end_offset:
+            return  # fetch_offset reports durable data only: wait for on_flushed
+        if isinstance(s, Follower):
+            destination = s.leader_id
+        else:
+            # An observer without a leader asks the voters in turn; any answer
+            # names the leader it knows.
+            others = sorted(self.voters - {self.node_id})
+            destination = others[self._bootstrap_index % len(others)]
+        timeout = self.config.fetch_max_wait_ms + self.config.request_timeout_ms
+        sf = self._snapshot_fetch
+        if sf is not None:
+            req: RaftRequest = FetchSnapshotRequest(
+                self.cluster_id,
+                self.node_id,
+                s.epoch,
+                sf.snapshot_id,
+                len(sf.data),
+                self.config.snapshot_chunk_bytes,
+            )
+        else:
+            req = FetchRequest(
+                self.cluster_id,
+                self.node_id,
+                self.is_voter,
+                s.epoch,
+                log.end_offset,
+                log.latest_epoch,
+                self.config.fetch_max_wait_ms,
+                self.config.fetch_max_bytes,
+            )
+        self._fetch_correlation = self._send(destination, req, self._now + timeout)
+
+    def _send_begin_quorum(self) -> None:
+        s = self.state
+        assert isinstance(s, Leader)
+        req = BeginQuorumEpochRequest(self.cluster_id, self.node_id, s.epoch)
+        self._resend(s, req)
+
+    def _send_end_quorum(self) -> None:
+        s = self.state
+        assert isinstance(s, Resigned)
+        req = EndQuorumEpochRequest(
+            self.cluster_id, self.node_id, s.epoch, s.preferred_successors
+        )
+        self._resend(s, req)
+
+    def _resend(self, s: Leader | Resigned, req: RaftRequest) -> None:
+        """Send `req` to each unacknowledged voter with no request in flight to it."""
+        busy = {
+            inf.destination
+            for inf in self._inflight.values()
+            if inf.state is s and type(inf.request) is type(req)
+        }
+        for v in sorted(s.unacked):
+            if v not in busy and self._now >= s.next_send_ms.get(v, 0):
+                s.next_send_ms[v] = self._now + self.config.request_timeout_ms
+                self._send(v, req, self._now + self.config.request_timeout_ms)
+
+    # =================================================================== output
+
+    def _after(self) -> None:
+        """Common tail of every entry point."""
+        self._poll()
+
+    def ready(self) -> Ready:
+        """Take what has to be persisted, sent and applied since the last call."""
+        r = Ready()
+        if self._pending_election is not None:
+            r.election_state = self._pending_election
+            self._pending_election = None
+        end = self.log.end_offset
+        if end > self.log.flushed_offset and end > self._flush_requested:
+            r.flush_to = end
+            self._flush_requested = end
+        elif self._flush_requested > end:
+            self._flush_requested = end  # truncated: ask again when it grows
+        if self._outbox:
+            r.messages, self._outbox = self._outbox, []
+        if self._responses:
+            r.responses, self._responses = self._responses, []
+        if self.high_watermark != self._reported_hw:
+            r.high_watermark = self._reported_hw = self.high_watermark
+        le = self.leader_and_epoch
+        if le != self._reported_leader:
+            r.leader_change = self._reported_leader = le
+        if self._snapshot_loaded is not None:
+            r.snapshot_loaded, self._snapshot_loaded = self._snapshot_loaded, None
+        return r
+
+    # ================================================================= describe
+
+    def describe(self, now_ms: int) -> dict[str, Any]:
+        """This node's view of the quorum, shaped as GET /v1/quorum (DESIGN 1.2)."""
+        s = self.state
+        out: dict[str, Any] = {
+            "cluster_id": self.cluster_id,
+            "node_id": self.node_id,
+            "state": self.state_name,
+            "leader_id": self.leader_id,
+            "leader_epoch": self.epoch,
+            "high_watermark": self.high_watermark,
+            "log_end_offset": self.log.end_offset,
+            "voters": [],
+            "observers": [],
+        }
+        if isinstance(s, Leader):
+            end = self.log.end_offset
+
+            def row(r: ReplicaState) -> dict[str, Any]:
+                own = r.node_id == self.node_id
+                leo = end if own else r.end_offset
+                return {
+                    "node_id": r.node_id,
+                    "log_end_offset": leo,
+                    "lag": max(end - leo, 0) if leo >= 0 else end,
+                    "last_fetch_timestamp": now_ms if own else r.last_fetch_ms,
+                    "last_caught_up_timestamp": now_ms if own else r.last_caught_up_ms,
+                }
+
+            out["voters"] = [row(r) for _, r in sorted(s.voter_states.items())]
+            out["observers"] = [row(r) for _, r in sorted(s.observer_states.items())]
+        else:
+            out["voters"] = [{"node_id": v} for v in sorted(self.voters)]
+        return out

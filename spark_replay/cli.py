@@ -1,0 +1,224 @@
+"""`spark-replay --log-dir DIR --out OUT [--master local[*]] [--as-of-offset N | --as-of-time ISO]`.
+
+The Spark batch job of DESIGN 1.6. Also runnable as
+``spark-submit --master local[4] spark_replay/cli.py --log-dir DIR --out OUT``
+(without --master, the master comes from spark-submit).
+
+Steps: read the log with the `kraft_metadata_log` data source and write `records`
+(one decode pass over the files); read `records` back from Parquet (columnar, no
+Python) and build the history tables, each written to Parquet; optionally the
+state as of an offset or time; then `summary.json` and `report.html`.
+
+User errors (a missing directory, a corrupt segment, an offset outside the log)
+are one line on stderr and exit status 2, without a Python traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from metadata_log.errors import MetadataLogError
+
+EXIT_USER_ERROR = 2
+TABLES = ("broker_history", "partition_history", "leader_elections", "offline_partitions")
+
+# The first line of our own errors inside a Spark task failure (the worker's
+# traceback is embedded in a long JVM message).
+_TASK_ERROR = re.compile(
+    r"(?:[\w.]+\.)?(CorruptBatchError|IncompleteBatchError|RecordDecodeError|MetadataLogError"
+    r"|HistoryError|MetadataReplayError): ([^\n]+)"
+)
+
+
+class UserError(Exception):
+    """Something the user can fix: printed as one line, no traceback."""
+
+
+def user_message(exc: BaseException) -> str | None:
+    """The log error inside a (Spark) exception, if it is one of ours."""
+    if isinstance(exc, MetadataLogError):
+        return str(exc)
+    m = _TASK_ERROR.search(str(exc))
+    if m:
+        return m.group(2).strip()
+    return None
+
+
+def parse_time_ms(text: str) -> int:
+    """ISO 8601 (a naive time is UTC) or epoch milliseconds."""
+    if text.isdigit():
+        return int(text)
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UserError(f"--as-of-time {text!r} is not an ISO 8601 time") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def run_job(
+    spark: Any,
+    log_dir: str | Path,
+    out: str | Path,
+    as_of_offset: int | None = None,
+    as_of_time_ms: int | None = None,
+    report: bool = True,
+) -> dict[str, Any]:
+    """The whole job on an existing SparkSession; returns timings and the summary."""
+    from spark_replay import history as H
+    from spark_replay.datasource import list_log_files, read_log
+
+    out = Path(out)
+    list_log_files(log_dir)  # a clear error before Spark does anything
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    read_log(spark, log_dir).write.mode("overwrite").parquet(str(out / "records"))
+    timings["records_s"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    records = spark.read.parquet(str(out / "records"))
+    work = out / "_work"
+    tables = H.build_tables(spark, records, work_dir=str(work / "partition_states"))
+    for name in TABLES:
+        getattr(tables, name).write.mode("overwrite").parquet(str(out / name))
+    shutil.rmtree(work, ignore_errors=True)
+    timings["tables_s"] = time.perf_counter() - t
+    # From here on, read the written tables: cheap, and what a user would query.
+    written = H.Tables(
+        info=tables.info,
+        **{name: spark.read.parquet(str(out / name)) for name in TABLES},
+    )
+    result: dict[str, Any] = {"info": tables.info.to_dict(), "timings": timings}
+
+    if as_of_offset is not None or as_of_time_ms is not None:
+        t = time.perf_counter()
+        offset = (
+            as_of_offset if as_of_offset is not None else H.offset_at_time(records, as_of_time_ms)  # type: ignore[arg-type]
+        )
+        brokers, partitions = H.state_as_of(
+            written.broker_history, written.partition_history, tables.info, offset
+        )
+        target = out / "state_as_of"
+        if target.exists():
+            shutil.rmtree(target)
+        brokers.write.parquet(str(target / "brokers"))
+        partitions.write.parquet(str(target / "partitions"))
+        b_rows, p_rows = H.rows_state(brokers.collect(), partitions.collect())
+        (target / "state.json").write_text(
+            json.dumps(
+                {
+                    "as_of_offset": offset,
+                    "as_of_time_ms": as_of_time_ms,
+                    "brokers": b_rows,
+                    "partitions": p_rows,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
+        result["as_of_offset"] = offset
+        timings["state_as_of_s"] = time.perf_counter() - t
+
+    if report:
+        from spark_replay.report import plots, summarize, write_report
+
+        t = time.perf_counter()
+        summary = summarize(records, written)
+        write_report(out, summary, plots(written))
+        result["summary"] = summary
+        timings["report_s"] = time.perf_counter() - t
+    return result
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="spark-replay",
+        description="Replay a __cluster_metadata log with Spark into cluster-history tables.",
+    )
+    ap.add_argument("--log-dir", required=True, help="data dir or its __cluster_metadata-0 folder")
+    ap.add_argument("--out", required=True, help="output directory (Parquet tables, report)")
+    ap.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default local[*]; under spark-submit, spark-submit's)",
+    )
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument("--as-of-offset", type=int, help="also write state_as_of/ at this offset")
+    group.add_argument(
+        "--as-of-time", help="also write state_as_of/ at this time (ISO 8601, UTC if naive)"
+    )
+    ap.add_argument("--no-report", action="store_true", help="skip summary.json and report.html")
+    return ap
+
+
+def _under_spark_submit() -> bool:
+    """spark-submit starts the JVM first and hands the Python driver its gateway."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        as_of_time = parse_time_ms(args.as_of_time) if args.as_of_time else None
+        if args.as_of_offset is not None and args.as_of_offset < 0:
+            raise UserError("--as-of-offset must be >= 0")
+        log_dir = Path(args.log_dir)
+        if not log_dir.exists():
+            raise UserError(f"--log-dir {log_dir} does not exist")
+        from spark_replay.datasource import list_log_files
+
+        list_log_files(log_dir)
+    except (UserError, MetadataLogError) as e:
+        print(f"spark-replay: error: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
+    from spark_replay.session import build_session, quiet_task_failures
+
+    master = args.master
+    if master is None and not _under_spark_submit():
+        master = "local[*]"
+    spark = build_session(master)
+    quiet_task_failures(spark)
+    try:
+        result = run_job(
+            spark,
+            log_dir,
+            args.out,
+            as_of_offset=args.as_of_offset,
+            as_of_time_ms=as_of_time,
+            report=not args.no_report,
+        )
+    except Exception as e:  # noqa: BLE001 — a Spark failure wraps our error
+        msg = user_message(e)
+        if msg is None:
+            raise
+        print(f"spark-replay: error: {msg}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    finally:
+        spark.stop()
+    info = result["info"]
+    line = {
+        "out": str(args.out),
+        "records": info["record_count"],
+        "offsets": [info["first_offset"], info["last_offset"]],
+        "seconds": {k: round(v, 2) for k, v in result["timings"].items()},
+    }
+    if "as_of_offset" in result:
+        line["as_of_offset"] = result["as_of_offset"]
+    print(json.dumps(line))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""A Spark 4 Python Data Source over a metadata log directory (format ``kraft_metadata_log``).
+
+Why the Python Data Source API: measured on this project (issue 6), a reader
+whose `read()` yields `pyarrow.RecordBatch`es was 1.3-1.5x faster than yielding
+tuples and about 3x faster than `binaryFiles` + `flatMap`; `mapInArrow` would need
+pandas, which the Data Source API does not.
+
+One input partition per file: each segment (``{base_offset:020d}.log``) and each
+snapshot (``{end_offset:020d}-{epoch:010d}.checkpoint``) is read by one task with
+`spark_replay.decode.read_file`. The driver only lists the directory, so planning
+costs nothing; a corrupt file fails its task with an error naming the file and
+offset, which fails the job (Spark does not skip failed partitions).
+
+Options:
+- ``path``: a data dir or its ``__cluster_metadata-0`` folder (required);
+- ``upto_offset``: read only offsets <= N. Segments whose base offset is above N
+  and snapshots that end after N + 1 are pruned from planning, and the reader
+  stops at N. A pushed-down filter ``offset <= N`` / ``offset < N`` / ``offset = N``
+  prunes the same way (when Spark's Python filter pushdown is on); the filter is
+  still handed back to Spark, so pruning is only ever an optimisation;
+- ``snapshots``: ``true`` (default) or ``false`` to skip snapshot files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.types import StructType
+
+from metadata_log.errors import MetadataLogError
+from metadata_log.replay import metadata_dir, segment_files, snapshot_files
+from spark_replay.decode import SOURCE_SEGMENT, SOURCE_SNAPSHOT, LogFile, read_file, spark_ddl
+
+FORMAT = "kraft_metadata_log"
+
+
+class LogFilePartition(InputPartition):
+    """One file to read; Spark pickles it to the task."""
+
+    def __init__(self, file: LogFile) -> None:
+        super().__init__(file.path)
+        self.file = file
+
+
+def list_log_files(
+    log_dir: str | Path, upto_offset: int | None = None, snapshots: bool = True
+) -> list[LogFile]:
+    """The files to read, segments in offset order then snapshots, pruned to upto_offset.
+
+    Raises MetadataLogError when the directory holds no log at all.
+    """
+    directory = metadata_dir(log_dir)
+    segs = segment_files(directory)
+    snaps = snapshot_files(directory) if snapshots else []
+    if not segs and not snaps:
+        raise MetadataLogError(f"{directory} holds no segment (.log) or snapshot (.checkpoint)")
+    out: list[LogFile] = []
+    for i, (base, path) in enumerate(segs):
+        if upto_offset is not None and base > upto_offset:
+            break  # this and every later segment starts after the requested offset
+        nxt = segs[i + 1][0] if i + 1 < len(segs) else None
+        out.append(
+            LogFile(
+                path=str(path),
+                source=SOURCE_SEGMENT,
+                base_offset=base,
+                next_base_offset=nxt,
+                last_segment=nxt is None,
+                upto_offset=upto_offset,
+            )
+        )
+    for end, _epoch, path in snaps:
+        if upto_offset is not None and end - 1 > upto_offset:
+            continue  # a snapshot of a later state than the one asked for
+        out.append(
+            LogFile(
+                path=str(path),
+                source=SOURCE_SNAPSHOT,
+                base_offset=0,
+                snapshot_end_offset=end,
+            )
+        )
+    return out
+
+
+class MetadataLogReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        path = options.get("path")
+        if not path:
+            raise MetadataLogError("the kraft_metadata_log source needs a path")
+        self.path = path
+        upto = options.get("upto_offset")
+        self.upto_offset: int | None = int(upto) if upto not in (None, "") else None
+        self.snapshots = options.get("snapshots", "true").lower() != "false"
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 (Spark's name)
+        for f in filters:
+            bound: int | None = None
+            value = getattr(f, "value", None)
+            if f.attribute == ("offset",) and type(value) is int:
+                if isinstance(f, LessThanOrEqual | EqualTo):
+                    bound = value
+                elif isinstance(f, LessThan):
+                    bound = value - 1
+            if bound is not None:
+                self.upto_offset = (
+                    bound if self.upto_offset is None else min(self.upto_offset, bound)
+                )
+            # Always handed back: Spark re-applies it, so pruning never changes results.
+            yield f
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [
+            LogFilePartition(f) for f in list_log_files(self.path, self.upto_offset, self.snapshots)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, LogFilePartition)
+        yield from read_file(partition.file)
+
+
+class MetadataLogDataSource(DataSource):
+    """``spark.read.format("kraft_metadata_log").load(DIR)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> str:
+        return spark_ddl()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return MetadataLogReader(dict(self.options))
+
+
+_registered: set[int] = set()
+
+
+def register(spark: Any) -> None:
+    """Make the format available to `spark` (once per session)."""
+    key = id(spark)
+    if key not in _registered:
+        spark.dataSource.register(MetadataLogDataSource)
+        _registered.add(key)
+
+
+def read_log(
+    spark: Any, log_dir: str | Path, upto_offset: int | None = None, snapshots: bool = True
+) -> Any:
+    """The log as a DataFrame of records (see spark_replay.decode for the columns)."""
+    register(spark)
+    reader = spark.read.format(FORMAT).option("snapshots", str(snapshots).lower())
+    if upto_offset is not None:
+        reader = reader.option("upto_offset", str(upto_offset))
+    return reader.load(str(log_dir))

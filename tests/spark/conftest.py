@@ -1,0 +1,36 @@
+"""Spark test fixtures: one local[2] SparkSession for the whole run, offline.
+
+The session binds to 127.0.0.1 with the UI off and few shuffle partitions, as
+the CLI does. Every test here is marked `spark`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+if shutil.which("java") is None:  # pragma: no cover - CI without Java
+    pytest.skip("Spark tests need Java", allow_module_level=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from spark_replay.session import build_session
+
+    session = build_session(
+        "local[2]", app_name="spark-replay-tests", shuffle_partitions=2, progress=False
+    )
+    yield session
+    session.stop()

@@ -1,0 +1,179 @@
+"""Seeded stories from the generator: Spark's history equals in-process replay.
+
+For each story, the state as of every 1,000th offset computed from Spark's
+broker_history and partition_history equals `replay_log` (MetadataImage) at the
+same offset, and the intervals tile each broker's and partition's lifetime.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from metadata_log.replay import replay_log
+from spark_replay import history as H
+from spark_replay.cli import run_job
+from spark_replay.datasource import read_log
+from spark_replay.generator import GeneratorConfig, generate
+
+STORIES = {
+    "plain": GeneratorConfig(records=12_000, seed=11, validate=True),
+    # fences and restarts big enough to become metadata transactions
+    "transactions": GeneratorConfig(
+        records=12_000, seed=12, max_batch_bytes=600, failover_rate=0.01, validate=True
+    ),
+    # retention deleted the segments below a snapshot: history starts from it
+    "from_snapshot": GeneratorConfig(
+        records=12_000,
+        seed=13,
+        segment_bytes=64 * 1024,
+        snapshot_at=(0.3, 0.55),
+        delete_before_snapshot=True,
+        validate=True,
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def stories(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = {}
+    for name, cfg in STORIES.items():
+        data = tmp_path_factory.mktemp(name)
+        meta = generate(data, cfg)
+        tables = H.build_tables(spark, read_log(spark, data))
+        out[name] = {
+            "dir": data,
+            "meta": meta,
+            "tables": tables,
+            "brokers": tables.broker_history.collect(),
+            "partitions": tables.partition_history.collect(),
+            "offline": tables.offline_partitions.collect(),
+        }
+    return out
+
+
+@pytest.mark.parametrize("name", list(STORIES))
+def test_state_every_1000th_offset_equals_replay(stories: dict[str, Any], name: str) -> None:
+    s = stories[name]
+    info = s["tables"].info
+    end = s["meta"]["end_offset"]
+    offsets = [o for o in range(0, end, 1000) if o >= info.first_offset] + [end - 1]
+    assert len(offsets) >= 5
+    for off in offsets:
+        image = replay_log(s["dir"], upto_offset=off)
+        got = H.state_from_intervals(s["brokers"], s["partitions"], off)
+        assert got == H.image_state(image), f"{name} at offset {off}"
+        offline = {
+            (r["topic_id"], r["partition_id"])
+            for r in s["offline"]
+            if r["start_offset"] <= off and (r["end_offset"] is None or r["end_offset"] > off)
+        }
+        leaderless = {
+            (tid, pid)
+            for tid, t in image.topics.items()
+            for pid, p in t.partitions.items()
+            if p.leader < 0
+        }
+        assert offline == leaderless, f"{name} offline partitions at offset {off}"
+
+
+def _images(data: Path, first: int, every: int):  # noqa: ANN202
+    """(offset, image) at every `every`-th offset from `first`, replaying once."""
+    from metadata_log.replay import iter_file_batches, metadata_dir, segment_files
+
+    image = replay_log(data, upto_offset=first)
+    yield first, image
+    segs = segment_files(metadata_dir(data))
+    for i, (_base, path) in enumerate(segs):
+        for b in iter_file_batches(path, allow_torn_tail=i == len(segs) - 1):
+            for j, rec in enumerate(b.records):
+                off = b.base_offset + j
+                if off > image.offset:
+                    image.replay(rec, off)
+                    if off % every == 0:
+                        yield off, image
+
+
+@pytest.mark.parametrize("name", list(STORIES))
+def test_offline_partitions_every_100th_offset(stories: dict[str, Any], name: str) -> None:
+    s = stories[name]
+    seen_offline = 0
+    for off, image in _images(s["dir"], s["tables"].info.first_offset, 100):
+        offline = {
+            (r["topic_id"], r["partition_id"])
+            for r in s["offline"]
+            if r["start_offset"] <= off and (r["end_offset"] is None or r["end_offset"] > off)
+        }
+        leaderless = {
+            (tid, pid)
+            for tid, t in image.topics.items()
+            for pid, p in t.partitions.items()
+            if p.leader < 0
+        }
+        assert offline == leaderless, f"{name} at offset {off}"
+        seen_offline += len(offline)
+    assert seen_offline > 0  # the story does take partitions offline
+
+
+@pytest.mark.parametrize("name", list(STORIES))
+def test_intervals_tile(stories: dict[str, Any], name: str) -> None:
+    s = stories[name]
+    assert H.tiling_errors(s["brokers"], ("broker_id",)) == []
+    assert H.tiling_errors(s["partitions"], ("topic_id", "partition_id")) == []
+    # offline windows are maximal: never two touching windows of one partition
+    ends = {(r["topic_id"], r["partition_id"], r["end_offset"]) for r in s["offline"]}
+    assert not [
+        r for r in s["offline"] if (r["topic_id"], r["partition_id"], r["start_offset"]) in ends
+    ]
+    # every key's first interval starts inside the history, the last one is open or ended
+    first = s["tables"].info.first_offset
+    assert min(r["start_offset"] for r in s["brokers"]) >= first
+
+
+def test_story_from_snapshot_starts_at_the_snapshot(stories: dict[str, Any]) -> None:
+    s = stories["from_snapshot"]
+    info = s["tables"].info
+    assert info.snapshot_end_offset is not None
+    assert info.segment_first_offset > 0
+    assert info.first_offset == info.snapshot_end_offset - 1
+    starts = {r["start_offset"] for r in s["brokers"]} | {
+        r["start_offset"] for r in s["partitions"]
+    }
+    assert info.first_offset in starts
+
+
+def test_stories_have_the_interesting_events(stories: dict[str, Any]) -> None:
+    causes = {r["cause"] for s in stories.values() for r in s["tables"].leader_elections.collect()}
+    assert {"CREATE", "FENCE", "UNFENCE", "CONTROLLED_SHUTDOWN", "ADMIN"} <= causes
+    assert stories["transactions"]["tables"].info.transactions
+
+
+def test_cli_job_writes_tables_state_and_report(
+    spark: Any, stories: dict[str, Any], tmp_path: Path
+) -> None:
+    s = stories["plain"]
+    result = run_job(spark, s["dir"], tmp_path, as_of_offset=5000)
+    for table in (
+        "records",
+        "broker_history",
+        "partition_history",
+        "leader_elections",
+        "offline_partitions",
+    ):
+        assert list((tmp_path / table).glob("*.parquet")), table
+    state = json.loads((tmp_path / "state_as_of" / "state.json").read_text())
+    brokers, partitions = H.image_state(replay_log(s["dir"], upto_offset=5000))
+    assert state["brokers"] == brokers and state["partitions"] == partitions
+    assert spark.read.parquet(str(tmp_path / "state_as_of" / "partitions")).count() == len(
+        partitions
+    )
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["log"]["record_count"] == s["meta"]["records"]
+    assert sum(summary["records_by_type"].values()) == s["meta"]["records"]
+    assert summary["brokers"]["fences"] > 0
+    page = (tmp_path / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 4
+    assert result["as_of_offset"] == 5000
