@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kraft.tools import admin
 
     admin.register(sub)
+    from kraft import cluster
+
+    cluster.register(sub)
     return parser
 
 
@@ -57,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kraft.tools.admin import run as run_admin
 
         return run_admin(args)
+    if args.command == "cluster":
+        from kraft.cluster import run as run_cluster
+
+        return run_cluster(args)
     raise AssertionError(args.command)
 
 

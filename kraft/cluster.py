@@ -1,0 +1,433 @@
+"""A local cluster of real processes: `kraft cluster up`, the demo and the chaos test.
+
+`LocalCluster` starts `kraft controller` and `broker-agent` child processes on
+free loopback ports, knows each one's pid, URL and log file, and can kill -9,
+SIGSTOP/SIGCONT, SIGTERM or restart any of them. It never signals a process it
+did not start. Children get SIGTERM from the kernel if this process dies
+(Linux PR_SET_PDEATHSIG), so even a kill -9 of the supervisor leaves no orphans.
+
+Node ids are one namespace (as in Kafka): controllers are 1..C, brokers C+1..C+B.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Ask the kernel to SIGTERM this child when its parent dies (Linux only)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """n distinct free TCP ports (held open together so that they differ)."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def http_json(method: str, url: str, body: Any = None, timeout: float = 3.0) -> tuple[int, Any]:
+    """One JSON request with a timeout; (status, decoded body). Raises OSError if unreachable."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            return e.code, raw.decode(errors="replace")
+
+
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:
+    """Poll fn until it returns something truthy; TimeoutError naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while True:
+        try:
+            value = fn()
+            if value:
+                return value
+        except Exception as e:  # noqa: BLE001 - retried until the deadline
+            last = e
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last})" if last else ""
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+@dataclass
+class Node:
+    """One child process: a controller or a broker agent."""
+
+    node_id: int
+    role: str  # "controller" | "broker"
+    args: list[str]
+    log_path: Path
+    url: str | None = None  # controllers: their listener
+    popen: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    stopped: bool = False  # SIGSTOPped
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.node_id}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen is not None else None
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+
+@dataclass
+class ClusterSpec:
+    controllers: int = 3
+    brokers: int = 3
+    data_dir: Path = Path("cluster-data")
+    host: str = "127.0.0.1"
+    controller_overrides: dict[str, str] = field(default_factory=dict)
+    broker_overrides: dict[str, str] = field(default_factory=dict)
+    broker_args: list[str] = field(default_factory=list)
+    log_format: str = "json"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.controllers <= 9:
+            raise ValueError(f"--controllers must be between 1 and 9, got {self.controllers}")
+        if not 0 <= self.brokers <= 200:
+            raise ValueError(f"--brokers must be between 0 and 200, got {self.brokers}")
+
+
+class LocalCluster:
+    """Controllers and broker agents as child processes of this one."""
+
+    def __init__(self, spec: ClusterSpec, ports: list[int] | None = None) -> None:
+        self.spec = spec
+        self.data_dir = Path(spec.data_dir).resolve()
+        ports = ports or free_ports(spec.controllers, spec.host)
+        if len(ports) != spec.controllers:
+            raise ValueError("one port per controller is needed")
+        self.ports = ports
+        self.voters = ",".join(f"{i + 1}@{spec.host}:{p}" for i, p in enumerate(ports))
+        self.controller_urls = [f"http://{spec.host}:{p}" for p in ports]
+        self.nodes: dict[int, Node] = {}
+        for i in range(spec.controllers):
+            nid = i + 1
+            args = [
+                "-m", "kraft.cli", "controller",
+                "--node-id", str(nid),
+                "--voters", self.voters,
+                "--data-dir", str(self.data_dir / f"controller-{nid}"),
+                "--log-format", spec.log_format,
+            ]  # fmt: skip
+            for k, v in spec.controller_overrides.items():
+                args += ["--override", f"{k}={v}"]
+            self.nodes[nid] = Node(
+                nid, "controller", args, self.data_dir / "logs" / f"controller-{nid}.log",
+                url=self.controller_urls[i],
+            )  # fmt: skip
+        for j in range(spec.brokers):
+            self.add_broker(spec.controllers + 1 + j)
+
+    # ------------------------------------------------------------ membership
+
+    def add_broker(self, broker_id: int) -> Node:
+        if broker_id in self.nodes:
+            raise ValueError(f"node id {broker_id} is already used")
+        args = [
+            "-m", "broker_agent.cli",
+            "--broker-id", str(broker_id),
+            "--controllers", ",".join(self.controller_urls),
+            "--log-format", self.spec.log_format,
+            *self.spec.broker_args,
+        ]  # fmt: skip
+        for k, v in self.spec.broker_overrides.items():
+            args += ["--override", f"{k}={v}"]
+        node = Node(broker_id, "broker", args, self.data_dir / "logs" / f"broker-{broker_id}.log")
+        self.nodes[broker_id] = node
+        return node
+
+    @property
+    def controllers(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.role == "controller"]
+
+    @property
+    def brokers(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.role == "broker"]
+
+    # ------------------------------------------------------------- processes
+
+    def start(self, node_id: int) -> Node:
+        node = self.nodes[node_id]
+        if node.alive():
+            raise RuntimeError(f"{node.name} is already running (pid {node.pid})")
+        node.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with node.log_path.open("ab") as logf:
+            node.popen = subprocess.Popen(
+                [sys.executable, *node.args],
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        node.starts += 1
+        node.stopped = False
+        return node
+
+    def start_all(self) -> None:
+        for nid in sorted(self.nodes):
+            if not self.nodes[nid].alive():
+                self.start(nid)
+
+    def kill9(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.alive():
+            assert node.popen is not None
+            if node.stopped:
+                os.kill(node.popen.pid, signal.SIGCONT)
+            os.kill(node.popen.pid, signal.SIGKILL)
+            node.popen.wait(10)
+        node.stopped = False
+
+    def pause(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.alive() and not node.stopped:
+            os.kill(node.popen.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+            node.stopped = True
+
+    def resume(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.alive() and node.stopped:
+            os.kill(node.popen.pid, signal.SIGCONT)  # type: ignore[union-attr]
+        node.stopped = False
+
+    def terminate(self, node_id: int, timeout: float = 30.0) -> int | None:
+        """SIGTERM (a graceful stop) and wait; SIGKILL after `timeout`. Returns the exit code."""
+        node = self.nodes[node_id]
+        if node.popen is None:
+            return None
+        if node.alive():
+            if node.stopped:
+                os.kill(node.popen.pid, signal.SIGCONT)
+                node.stopped = False
+            os.kill(node.popen.pid, signal.SIGTERM)
+        try:
+            return node.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(node.popen.pid, signal.SIGKILL)
+            node.popen.wait(10)
+            return -signal.SIGKILL
+
+    def stop_all(self, timeout: float = 30.0) -> dict[str, int | None]:
+        """Brokers first (controlled shutdown needs a controller), then controllers, in parallel."""
+        codes: dict[str, int | None] = {}
+
+        def stop_group(nodes: list[Node]) -> None:
+            threads = [
+                threading.Thread(
+                    target=lambda n=n: codes.__setitem__(n.name, self.terminate(n.node_id, timeout))
+                )
+                for n in nodes
+                if n.popen is not None
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+        stop_group(self.brokers)
+        stop_group(self.controllers)
+        return codes
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+    # ------------------------------------------------------------ observation
+
+    def quorum(self, node_id: int, timeout: float = 2.0) -> dict[str, Any] | None:
+        node = self.nodes[node_id]
+        if not node.alive() or node.stopped or node.url is None:
+            return None
+        try:
+            status, body = http_json("GET", f"{node.url}/v1/quorum", timeout=timeout)
+        except OSError:
+            return None
+        return body if status == 200 and isinstance(body, dict) else None
+
+    def leader(self) -> dict[str, Any] | None:
+        """The quorum view of the controller that says it leads (the highest epoch wins)."""
+        best: dict[str, Any] | None = None
+        for n in self.controllers:
+            q = self.quorum(n.node_id)
+            if (
+                q
+                and q.get("state") == "leader"
+                and (best is None or q["leader_epoch"] > best["leader_epoch"])
+            ):
+                best = q
+        return best
+
+    def wait_leader(self, timeout: float = 15.0) -> dict[str, Any]:
+        return wait_for(self.leader, timeout, "an elected controller leader")
+
+    def client_get(self, path: str, timeout: float = 3.0) -> Any:
+        """GET from any live controller (reads come from the committed image)."""
+        last: Exception | None = None
+        for n in self.controllers:
+            if not n.alive() or n.stopped:
+                continue
+            try:
+                status, body = http_json("GET", f"{n.url}{path}", timeout=timeout)
+            except OSError as e:
+                last = e
+                continue
+            if status == 200:
+                return body
+        raise OSError(f"no controller answered GET {path}: {last}")
+
+    def active_get(self, path: str, timeout: float = 3.0) -> Any:
+        """GET from the active controller."""
+        q = self.leader()
+        if q is None:
+            raise OSError("no active controller")
+        status, body = http_json("GET", f"{self.nodes[q['node_id']].url}{path}", timeout=timeout)
+        if status != 200:
+            raise OSError(f"GET {path}: HTTP {status} {body}")
+        return body
+
+    def active_call(self, method: str, path: str, body: Any = None, timeout: float = 10.0) -> Any:
+        """A write to the active controller; raises RuntimeError with the error body."""
+        q = self.leader()
+        if q is None:
+            raise OSError("no active controller")
+        status, out = http_json(method, f"{self.nodes[q['node_id']].url}{path}", body, timeout)
+        if status >= 300:
+            raise RuntimeError(f"{method} {path}: HTTP {status} {out}")
+        return out
+
+    def brokers_view(self) -> dict[int, dict[str, Any]]:
+        return {b["broker_id"]: b for b in self.active_get("/v1/brokers")}
+
+    def status_line(self) -> str:
+        parts = []
+        for n in self.controllers:
+            q = self.quorum(n.node_id, timeout=1.0)
+            if q is None:
+                parts.append(f"c{n.node_id}:{'stopped' if n.stopped else 'down'}")
+            else:
+                parts.append(
+                    f"c{n.node_id}:{q['state']}@{q['leader_epoch']} hw={q['high_watermark']}"
+                )
+        try:
+            view = self.brokers_view()
+            fenced = sum(1 for b in view.values() if b.get("fenced"))
+            parts.append(f"brokers {len(view) - fenced} unfenced / {fenced} fenced")
+        except (OSError, RuntimeError):
+            parts.append("brokers ?")
+        return "  ".join(parts)
+
+    def iter_logs(self) -> Iterator[tuple[Node, Path]]:
+        for n in self.nodes.values():
+            yield n, n.log_path
+
+
+# ------------------------------------------------------------------ kraft cluster up
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    cluster = sub.add_parser("cluster", help="run a whole local cluster in the foreground")
+    csub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="SUBCOMMAND")
+    up = csub.add_parser(
+        "up",
+        help="start controllers and broker agents as child processes; Ctrl-C stops them",
+    )
+    up.add_argument("--controllers", type=int, default=3, help="quorum size (default 3)")
+    up.add_argument("--brokers", type=int, default=3, help="broker agents (default 3)")
+    up.add_argument("--data-dir", default="cluster-data", help="default: ./cluster-data")
+    up.add_argument(
+        "--status-interval", type=float, default=2.0, help="seconds between status lines"
+    )
+    up.add_argument(
+        "--duration", type=float, default=None, help="stop by itself after this many seconds"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        spec = ClusterSpec(args.controllers, args.brokers, Path(args.data_dir))
+    except ValueError as e:
+        print(f"kraft cluster up: {e}", file=sys.stderr)
+        return 2
+    cluster = LocalCluster(spec)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        cluster.start_all()
+        print(f"kraft cluster: {spec.controllers} controllers, {spec.brokers} brokers")
+        for n in cluster.controllers:
+            print(f"  controller {n.node_id}: {n.url}  (log {n.log_path})")
+        for n in cluster.brokers:
+            print(f"  broker {n.node_id}: pid {n.pid}  (log {n.log_path})")
+        print("Ctrl-C stops the cluster.", flush=True)
+        started = time.monotonic()
+        while not stop.wait(args.status_interval):
+            dead = [n.name for n in cluster.nodes.values() if not n.alive()]
+            line = cluster.status_line()
+            if dead:
+                line += "  exited: " + ",".join(dead)
+            print(time.strftime("%H:%M:%S ") + line, flush=True)
+            if args.duration is not None and time.monotonic() - started >= args.duration:
+                break
+    finally:
+        print("stopping: brokers first (controlled shutdown), then controllers ...", flush=True)
+        codes = cluster.stop_all()
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        print("stopped: " + ", ".join(f"{k}={v}" for k, v in sorted(codes.items())), flush=True)
+    return 0
