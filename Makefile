@@ -21,7 +21,7 @@ test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 demo: install
-	$(BIN)/python -m kraft.demo
+	$(BIN)/python -m kraft.story_demo
 
 bench: install
 	$(BIN)/python benchmarks/log_bench.py

@@ -1,85 +1,252 @@
-"""`make demo`: write the scripted cluster story as a real metadata log, then dump it.
+"""`make demo`: the whole story on a real local cluster, then its history from Spark.
 
-The log is written through metadata_log's FileLog (segments, index, epoch cache,
-fsync), snapshotted, and printed with `kraft dump-log`, then replayed back into a
-MetadataImage whose final state is printed. Run: `python -m kraft.demo [--data-dir DIR]`.
+1. a quorum of 3 `kraft controller` processes and 4 `broker-agent` processes start
+   on free loopback ports and a leader is elected;
+2. two topics are created (replication factor 3);
+3. a broker is killed (kill -9): it is fenced one session later and its
+   leaderships move by BestLeader;
+4. the active controller is killed: the quorum elects another one, nothing is
+   fenced, and the killed controller rejoins as a follower;
+5. the broker is restarted: a new incarnation and broker epoch, unfenced once
+   caught up;
+6. another broker does a controlled shutdown (SIGTERM) and exits 0;
+7. the cluster stops; `spark-replay` rebuilds the history from a controller's log
+   and the summary is printed with where report.html is.
+
+Run: `python -m kraft.demo [--data-dir DIR] [--keep]`. Each step prints what it
+waits for and how long it took; a step that does not happen in time fails the
+demo with a message naming it (exit 1).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
-from metadata_log.log import FileLog
-from metadata_log.snapshot import SnapshotId, write_snapshot
+from kraft.cluster import ClusterSpec, LocalCluster, wait_for
 
-from kraft.story import StoryBatch, cluster_story, story_image
-from kraft.tools.dump_log import run as dump_log
-from metadata_log.batch import encode_batch
-from metadata_log.replay import METADATA_DIR_NAME, replay_log
+SESSION_MS = 6000
+HEARTBEAT_MS = 1000
 
 
-def write_story(data_dir: Path, batches: list[StoryBatch]) -> Path:
-    """Append the story's batches to a fresh log in `data_dir`; returns the log dir."""
-    log_dir = data_dir / METADATA_DIR_NAME
-    if log_dir.exists():
-        shutil.rmtree(log_dir)
-    with FileLog.open(log_dir) as log:
-        for b in batches:
-            log.append(
-                encode_batch(b.base_offset, b.leader_epoch, b.append_time_ms, b.records, b.control)
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def step(n: int, title: str) -> float:
+    say(f"\n== {n}. {title}")
+    return time.monotonic()
+
+
+def took(t0: float) -> str:
+    return f"{time.monotonic() - t0:.1f}s"
+
+
+def leaders_of(cluster: LocalCluster, topic: str) -> list[dict[str, Any]]:
+    return cluster.active_get(f"/v1/topics/{topic}")["partitions"]
+
+
+def print_partitions(cluster: LocalCluster, topics: list[str]) -> None:
+    for t in topics:
+        for p in leaders_of(cluster, t):
+            say(
+                f"   {t}-{p['partition_id']}: leader {p['leader']:>2}  isr {p['isr']}  "
+                f"replicas {p['replicas']}  leader_epoch {p['leader_epoch']}"
             )
-        log.flush()
-    return log_dir
+
+
+def broker_state(cluster: LocalCluster, broker_id: int) -> dict[str, Any] | None:
+    return cluster.brokers_view().get(broker_id)
+
+
+def all_unfenced(cluster: LocalCluster, ids: list[int]) -> bool:
+    view = cluster.brokers_view()
+    return all(i in view and not view[i]["fenced"] for i in ids)
+
+
+def run_demo(data_dir: Path, keep: bool) -> int:
+    if data_dir.exists() and not keep:
+        shutil.rmtree(data_dir)
+    spec = ClusterSpec(
+        controllers=3,
+        brokers=4,
+        data_dir=data_dir,
+        broker_overrides={
+            "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
+            "broker.session.timeout.ms": str(SESSION_MS),
+        },
+        controller_overrides={"broker.session.timeout.ms": str(SESSION_MS)},
+        broker_args=["--simulate-lag"],
+    )
+    cluster = LocalCluster(spec)
+    topics = ["orders", "payments"]
+    broker_ids = [b.node_id for b in cluster.brokers]
+    try:
+        t0 = step(1, "start 3 controllers and 4 broker agents")
+        cluster.start_all()
+        for n in cluster.controllers:
+            say(f"   controller {n.node_id}  {n.url}  pid {n.pid}")
+        q = cluster.wait_leader(20)
+        say(f"   controller {q['node_id']} leads epoch {q['leader_epoch']} ({took(t0)})")
+        wait_for(lambda: all_unfenced(cluster, broker_ids), 30, "every broker unfenced")
+        say(f"   brokers {broker_ids} registered and unfenced ({took(t0)})")
+
+        t0 = step(2, "create topics orders (6 partitions) and payments (3), replication factor 3")
+        cluster.active_call(
+            "POST", "/v1/topics", {"name": "orders", "partitions": 6, "replication_factor": 3}
+        )
+        cluster.active_call(
+            "POST", "/v1/topics", {"name": "payments", "partitions": 3, "replication_factor": 3}
+        )
+        print_partitions(cluster, topics)
+
+        victim = max(
+            broker_ids,
+            key=lambda b: sum(p["leader"] == b for t in topics for p in leaders_of(cluster, t)),
+        )
+        t0 = step(3, f"kill -9 broker {victim} (it leads the most partitions)")
+        cluster.kill9(victim)
+        wait_for(
+            lambda: (broker_state(cluster, victim) or {}).get("fenced"),
+            SESSION_MS / 1000 + 10,
+            f"broker {victim} fenced",
+        )
+        say(f"   broker {victim} fenced after {took(t0)} (session timeout {SESSION_MS} ms)")
+        leading = [p for t in topics for p in leaders_of(cluster, t) if p["leader"] == victim]
+        say(f"   partitions still led by {victim}: {len(leading)}")
+        print_partitions(cluster, topics)
+
+        active = cluster.wait_leader()
+        t0 = step(4, f"kill -9 the active controller {active['node_id']}")
+        cluster.kill9(active["node_id"])
+        q = wait_for(
+            lambda: (lambda x: x if x and x["node_id"] != active["node_id"] else None)(
+                cluster.leader()
+            ),
+            20,
+            "a new active controller",
+        )
+        say(f"   controller {q['node_id']} leads epoch {q['leader_epoch']} ({took(t0)})")
+        cluster.start(active["node_id"])
+        wait_for(
+            lambda: (cluster.quorum(active["node_id"]) or {}).get("state") == "follower",
+            20,
+            f"controller {active['node_id']} rejoining as a follower",
+        )
+        say(f"   controller {active['node_id']} restarted and follows ({took(t0)})")
+        fenced = [b for b, v in cluster.brokers_view().items() if v["fenced"]]
+        say(f"   fenced brokers after the failover: {fenced} (only the killed one)")
+
+        before = broker_state(cluster, victim) or {}
+        t0 = step(5, f"restart broker {victim}")
+        cluster.start(victim)
+        wait_for(
+            lambda: (lambda b: b and not b["fenced"])(broker_state(cluster, victim)),
+            30,
+            f"broker {victim} unfenced",
+        )
+        after = broker_state(cluster, victim) or {}
+        say(
+            f"   broker {victim} unfenced ({took(t0)}): epoch {before.get('broker_epoch')} -> "
+            f"{after.get('broker_epoch')}, incarnation {after.get('incarnation_id')}"
+        )
+
+        leavers = [b for b in broker_ids if b != victim]
+        leaver = max(
+            leavers,
+            key=lambda b: sum(p["leader"] == b for t in topics for p in leaders_of(cluster, t)),
+        )
+        t0 = step(6, f"controlled shutdown of broker {leaver} (SIGTERM)")
+        code = cluster.terminate(leaver, timeout=40)
+        still = [p for t in topics for p in leaders_of(cluster, t) if p["leader"] == leaver]
+        say(
+            f"   broker {leaver} exited with code {code} ({took(t0)}); partitions it leads: {len(still)}"
+        )
+        print_partitions(cluster, topics)
+
+        q = cluster.wait_leader()
+        url = cluster.nodes[q["node_id"]].url
+
+        say(f"\n   metrics of the active controller ({url}/metrics):")
+        metrics_text = _get_text(f"{url}/metrics")
+        for line in metrics_text.splitlines():
+            if line.startswith("kafka_controller") and not line.startswith("#"):
+                say(f"     {line}")
+        say("\n   kraft quorum describe --replication:")
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kraft.cli",
+                "quorum",
+                "describe",
+                "--bootstrap",
+                url,
+                "--replication",
+            ],
+            check=False,
+            timeout=30,
+        )
+    finally:
+        t0 = step(7, "stop the cluster")
+        codes = cluster.stop_all()
+        say("   " + ", ".join(f"{k}={v}" for k, v in sorted(codes.items())) + f" ({took(t0)})")
+
+    t0 = step(8, "spark-replay rebuilds the history from controller 1's log")
+    out = data_dir / "replay"
+    rc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spark_replay.cli",
+            "--log-dir",
+            str(data_dir / "controller-1"),
+            "--out",
+            str(out),
+            "--master",
+            "local[2]",
+        ],  # fmt: skip
+        check=False,
+        timeout=600,
+    ).returncode
+    if rc != 0:
+        say(f"spark-replay failed with exit code {rc}")
+        return 1
+    summary = json.loads((out / "summary.json").read_text())
+    say(f"   done in {took(t0)}; history summary:")
+    say(json.dumps(summary, indent=2, sort_keys=True))
+    say(f"\n   report: {(out / 'report.html').resolve()}")
+    say(f"   tables: {out.resolve()}/<table> (Parquet); logs: {data_dir.resolve()}/logs")
+    return 0
+
+
+def _get_text(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.read().decode()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kraft-demo", description=__doc__)
+    parser.add_argument("--data-dir", default="demo-data", help="default: ./demo-data")
     parser.add_argument(
-        "--data-dir", default="demo-data", help="where to write the log (default: demo-data)"
+        "--keep", action="store_true", help="do not wipe the data dir from a previous run"
     )
     args = parser.parse_args(argv)
-    data_dir = Path(args.data_dir)
-    batches = cluster_story()
-
-    print("== kraft-py demo: a small cluster story written as a real __cluster_metadata log")
-    for b in batches:
-        print(f"  offset {b.base_offset:>3}  {b.note}")
-    log_dir = write_story(data_dir, batches)
-    image = story_image(batches)
-    snap = write_snapshot(
-        log_dir,
-        SnapshotId(image.offset + 1, batches[-1].leader_epoch),
-        list(image.to_records()),
-        last_contained_log_time=image.last_append_time_ms,
-        append_time_ms=image.last_append_time_ms,
-    )
-    print(f"\n== wrote {log_dir} and snapshot {snap.name}\n")
-    print(f"== kraft dump-log {log_dir}")
-    rc = dump_log(str(log_dir))
-    if rc != 0:
-        return rc
-
-    replayed = replay_log(data_dir)
-    if not replayed.state_equals(image):
-        print("replayed image differs from the story's image", file=sys.stderr)
+    try:
+        return run_demo(Path(args.data_dir), args.keep)
+    except (TimeoutError, OSError, RuntimeError) as e:
+        print(f"demo failed: {e}", file=sys.stderr)
         return 1
-    print(f"\n== state replayed from disk at offset {replayed.offset}")
-    for bid, b in sorted(replayed.brokers.items()):
-        state = "FENCED" if b.fenced else "UNFENCED"
-        if b.in_controlled_shutdown:
-            state += " (controlled shutdown)"
-        print(f"  broker {bid} epoch {b.broker_epoch} rack {b.rack}: {state}")
-    for name, tid in sorted(replayed.topic_ids_by_name.items()):
-        for pid, p in sorted(replayed.topics[tid].partitions.items()):
-            print(
-                f"  {name}-{pid}: leader {p.leader} isr {list(p.isr)} replicas {list(p.replicas)} "
-                f"leader_epoch {p.leader_epoch} partition_epoch {p.partition_epoch}"
-            )
-    print(f"\nTry: .venv/bin/kraft dump-log {log_dir} --json")
-    return 0
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":
