@@ -9,7 +9,10 @@ or replaced our registration) goes back to STARTING and registers again.
 The machine takes events and `now_ms`, and hands back what to send (one request
 in flight at a time) and when to wake. It picks the controller itself:
 NOT_CONTROLLER hints first, else round-robin over the list, with bounded
-exponential backoff and jitter from the seeded rng it is given. No I/O, no clock.
+exponential backoff and jitter from the seeded rng it is given (a hint is followed
+at once, but at most once per controller between answers, so stale hints cannot
+make it spin). A registration refused for a reason no retry can fix (wrong cluster
+id, a controller's node id) ends the machine with exit code 1. No I/O, no clock.
 """
 
 from __future__ import annotations
@@ -18,6 +21,12 @@ import random
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+# Registration errors that no retry can fix (DESIGN 1.2: INVALID_REQUEST for a
+# controller's node id or a malformed request, a cluster id mismatch).
+FATAL_REGISTRATION_ERRORS = frozenset(
+    {"INCONSISTENT_CLUSTER_ID", "INVALID_REQUEST", "UNAUTHORIZED"}
+)
 
 
 class BrokerState(Enum):
@@ -127,7 +136,9 @@ class BrokerLifecycle:
         self._next_send_ms = now_ms  # register at once
         self._next_request_id = 1
         self._shutdown_deadline_ms: int | None = None
+        self._hint_hops = 0  # hints followed at once since the last answer
         self.errors = 0
+        self.fatal: str | None = None
 
     # ---------------------------------------------------------------- helpers
 
@@ -204,8 +215,19 @@ class BrokerLifecycle:
             out.sends.append(self._request(now_ms))
         return out
 
-    def set_metadata_offset(self, offset: int) -> None:
-        self.metadata_offset = max(self.metadata_offset, offset)
+    def set_metadata_offset(self, offset: int, now_ms: int | None = None) -> None:
+        """The follower's committed offset. With `now_ms`, a STARTING broker whose
+        follower just reached its own registration heartbeats at once instead of
+        waiting an interval to learn that it caught up."""
+        old = self.metadata_offset
+        self.metadata_offset = max(old, offset)
+        if (
+            now_ms is not None
+            and self.state is BrokerState.STARTING
+            and self.registered
+            and old < self.broker_epoch <= self.metadata_offset
+        ):
+            self._next_send_ms = min(self._next_send_ms, now_ms)
 
     def begin_shutdown(self, now_ms: int) -> Output:
         """SIGTERM: controlled shutdown if registered, bounded by its timeout."""
@@ -225,11 +247,17 @@ class BrokerLifecycle:
 
     def on_response(self, request_id: int, reply: dict[str, Any], now_ms: int) -> Output:
         out = Output()
-        if self._in_flight is None or self._in_flight.request_id != request_id:
+        if (
+            self._in_flight is None
+            or self._in_flight.request_id != request_id
+            or self.state is BrokerState.SHUTTING_DOWN
+        ):
             return out  # a late answer to a request we gave up on
-        kind = self._in_flight.kind
+        answered = self._in_flight
+        kind = answered.kind
         self._in_flight = None
         self.backoff.reset()
+        self._hint_hops = 0
         if kind == "register":
             self.broker_epoch = int(reply["broker_epoch"])
             self.is_fenced = True
@@ -250,8 +278,11 @@ class BrokerLifecycle:
         elif self.state is BrokerState.RUNNING and self.is_fenced:
             self._change(out, BrokerState.RECOVERY, "fenced by the controller")
         if self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
-            # keep asking often while shutting down
-            self._next_send_ms = now_ms + min(self.config.heartbeat_interval_ms, 500)
+            if not answered.body.get("want_shutdown"):
+                self._next_send_ms = now_ms  # sent before SIGTERM: ask to shut down now
+            else:
+                # keep asking often while shutting down
+                self._next_send_ms = now_ms + min(self.config.heartbeat_interval_ms, 500)
         return out
 
     def on_error(
@@ -259,15 +290,34 @@ class BrokerLifecycle:
     ) -> Output:
         """An error answer (Kafka error name) or a transport failure ("NETWORK")."""
         out = Output()
-        if self._in_flight is None or self._in_flight.request_id != request_id:
+        if (
+            self._in_flight is None
+            or self._in_flight.request_id != request_id
+            or self.state is BrokerState.SHUTTING_DOWN
+        ):
             return out
+        failed = self._in_flight
         self._in_flight = None
         self.errors += 1
         if code == "NOT_CONTROLLER":
             self.selector.on_hint(leader_hint)
-            if leader_hint is not None:
-                self._next_send_ms = now_ms  # a fresh hint: ask the leader at once
+            if (
+                leader_hint is not None
+                and leader_hint != failed.controller
+                and self._hint_hops < self.selector.count
+            ):
+                # A fresh hint: ask the leader at once. Bounded, so that two
+                # controllers with stale views cannot bounce us without backoff.
+                self._hint_hops += 1
+                self._next_send_ms = now_ms
                 return out
+        elif failed.kind == "register" and code in FATAL_REGISTRATION_ERRORS:
+            # A configuration error (wrong cluster, a controller's node id): retrying
+            # cannot help. Exit non-zero with the controller's reason.
+            self.fatal = code
+            self._change(out, BrokerState.SHUTTING_DOWN, f"registration refused: {code}")
+            out.exit_code = 1
+            return out
         elif code == "STALE_BROKER_EPOCH":
             self.broker_epoch = -1
             self.is_fenced = True

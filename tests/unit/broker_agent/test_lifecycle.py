@@ -183,3 +183,318 @@ def test_late_response_is_ignored() -> None:
 def test_selector_needs_controllers() -> None:
     with pytest.raises(ValueError):
         ControllerSelector(0, random.Random(0))
+
+
+# ------------------------------------------------------------ a fake controller
+#
+# `drive` runs the machine on a fake clock against a scripted controller: the
+# script maps each Send to ("ok", reply), ("err", code, hint) or None (no answer,
+# so the request times out). Every send is recorded with its time.
+
+
+def drive(lc: BrokerLifecycle, script, until_ms: int, start_ms: int = 0) -> list[tuple[int, Send]]:
+    now = start_ms
+    sent: list[tuple[int, Send]] = []
+    same_time = 0
+    while now <= until_ms and lc.state is not S.SHUTTING_DOWN:
+        for s in lc.tick(now).sends:
+            sent.append((now, s))
+            answer = script(now, s)
+            if answer is None:
+                continue
+            if answer[0] == "ok":
+                lc.on_response(s.request_id, answer[1], now)
+            else:
+                lc.on_error(s.request_id, answer[1], now, answer[2] if len(answer) > 2 else None)
+        nxt = lc.next_wake_ms()
+        if nxt <= now and same_time < 10:
+            same_time += 1  # something to send at once: same instant
+            continue
+        same_time = 0
+        now = max(now + 1, nxt)
+    return sent
+
+
+def healthy(active: int = 0, epoch: int = 10, caught_up_at: int = 0):
+    def script(now: int, s: Send):
+        if s.controller != active:
+            return ("err", "NOT_CONTROLLER", active)
+        if s.kind == "register":
+            return ("ok", {"broker_epoch": epoch})
+        caught = now >= caught_up_at
+        fenced = s.body["want_fence"] or not caught
+        return (
+            "ok",
+            heartbeat_reply(caught_up=caught, fenced=fenced, shut=s.body["want_shutdown"]),
+        )
+
+    return script
+
+
+def test_heartbeats_every_interval() -> None:
+    lc = make(heartbeat_interval_ms=2000)
+    sent = drive(lc, healthy(active=lc.selector.current), until_ms=20_000)
+    beats = [t for t, s in sent if s.kind == "heartbeat"]
+    assert lc.state is S.RUNNING
+    # after start-up (register, caught-up, unfence at t=0) one heartbeat per interval
+    steady = [t for t in beats if t > 0]
+    assert steady == list(range(2000, 20_001, 2000))
+
+
+def test_every_transition_in_order() -> None:
+    lc = make()
+    changes = []
+    active = lc.selector.current
+
+    def script(now: int, s: Send):
+        r = healthy(active=active, caught_up_at=4000)(now, s)
+        return r
+
+    def record(out) -> None:
+        changes.extend((c.old, c.new) for c in out.changes)
+
+    # drive by hand so that every Output's changes are recorded
+    now = 0
+    while now <= 10_000:
+        out = lc.tick(now)
+        record(out)
+        for s in out.sends:
+            a = script(now, s)
+            record(lc.on_response(s.request_id, a[1], now))
+        now = max(now + 1, lc.next_wake_ms())
+    # fenced by the controller, then unfenced again
+    s = send_one(lc, lc.next_wake_ms())
+    record(lc.on_response(s.request_id, heartbeat_reply(fenced=True), s.timeout_ms))
+    s = send_one(lc, lc.next_wake_ms())
+    assert not s.body["want_fence"]  # RECOVERY asks to be unfenced
+    record(lc.on_response(s.request_id, heartbeat_reply(), 20_000))
+    record(lc.begin_shutdown(20_000))
+    s = send_one(lc, lc.next_wake_ms()) if lc._in_flight is None else lc._in_flight
+    record(lc.on_response(s.request_id, heartbeat_reply(shut=True, fenced=True), 20_100))
+    assert changes == [
+        (S.STARTING, S.RECOVERY),
+        (S.RECOVERY, S.RUNNING),
+        (S.RUNNING, S.RECOVERY),
+        (S.RECOVERY, S.RUNNING),
+        (S.RUNNING, S.PENDING_CONTROLLED_SHUTDOWN),
+        (S.PENDING_CONTROLLED_SHUTDOWN, S.SHUTTING_DOWN),
+    ]
+
+
+def test_starting_asks_to_stay_fenced_until_caught_up() -> None:
+    lc = make()
+    sent = drive(lc, healthy(active=lc.selector.current, caught_up_at=6000), until_ms=5000)
+    assert lc.state is S.STARTING
+    assert all(s.body["want_fence"] for _, s in sent if s.kind == "heartbeat")
+
+
+def test_metadata_catch_up_triggers_a_heartbeat_at_once() -> None:
+    lc = make()
+    register(lc, epoch=40)
+    s = send_one(lc, 0)
+    lc.on_response(s.request_id, heartbeat_reply(caught_up=False, fenced=True), 0)
+    assert lc.next_wake_ms() == 2000
+    lc.set_metadata_offset(39, now_ms=300)
+    assert lc.next_wake_ms() == 2000  # not yet at our registration
+    lc.set_metadata_offset(40, now_ms=350)
+    assert lc.next_wake_ms() == 350
+    lc.set_metadata_offset(41, now_ms=400)  # only on crossing
+    s = send_one(lc, 350)
+    assert s.body["current_metadata_offset"] == 41
+
+
+def test_stale_epoch_from_recovery_reregisters_and_gets_new_epoch() -> None:
+    lc = running()
+    s = send_one(lc, lc.next_wake_ms())
+    lc.on_response(s.request_id, heartbeat_reply(fenced=True), 10_000)
+    assert lc.state is S.RECOVERY
+    s = send_one(lc, lc.next_wake_ms())
+    lc.on_error(s.request_id, "STALE_BROKER_EPOCH", 10_000)
+    assert lc.state is S.STARTING and not lc.registered and lc.is_fenced
+    s = send_one(lc, lc.next_wake_ms())
+    assert s.kind == "register"
+    lc.on_response(s.request_id, {"broker_epoch": 77}, lc.next_wake_ms())
+    s = send_one(lc, lc.next_wake_ms())
+    assert s.body["broker_epoch"] == 77 and s.body["want_fence"]
+
+
+def test_stale_epoch_during_controlled_shutdown_exits() -> None:
+    lc = running()
+    out = lc.begin_shutdown(50_000)
+    out = lc.on_error(out.sends[0].request_id, "STALE_BROKER_EPOCH", 50_000)
+    assert lc.state is S.SHUTTING_DOWN and out.exit_code == 0
+
+
+def test_fatal_registration_error_exits_nonzero() -> None:
+    lc = make()
+    s = send_one(lc, 0)
+    out = lc.on_error(s.request_id, "INCONSISTENT_CLUSTER_ID", 0)
+    assert lc.state is S.SHUTTING_DOWN and out.exit_code == 1
+    assert lc.fatal == "INCONSISTENT_CLUSTER_ID"
+    assert lc.tick(10_000).sends == []
+
+
+def test_duplicate_registration_is_retried_with_backoff() -> None:
+    lc = make(controllers=1)
+    now, gaps = 0, []
+    for _ in range(6):
+        s = send_one(lc, now)
+        lc.on_error(s.request_id, "DUPLICATE_BROKER_REGISTRATION", now)
+        gaps.append(lc.next_wake_ms() - now)
+        now = lc.next_wake_ms()
+    assert lc.state is S.STARTING
+    assert gaps == sorted(gaps) or gaps[-1] >= 4000
+    assert 80 <= gaps[0] <= 120
+
+
+def test_not_controller_without_hint_goes_round_robin() -> None:
+    lc = make(controllers=3)
+    seen = []
+    now = 0
+    for _ in range(6):
+        s = send_one(lc, now)
+        seen.append(s.controller)
+        lc.on_error(s.request_id, "NOT_CONTROLLER", now)
+        assert lc.next_wake_ms() > now  # with backoff
+        now = lc.next_wake_ms()
+    first = seen[0]
+    assert seen == [(first + i) % 3 for i in range(6)]
+
+
+def test_hint_to_the_same_controller_backs_off() -> None:
+    lc = make(controllers=3)
+    s = send_one(lc, 0)
+    lc.on_error(s.request_id, "NOT_CONTROLLER", 0, leader_hint=s.controller)
+    assert lc.next_wake_ms() > 0
+
+
+def test_bouncing_stale_hints_are_bounded() -> None:
+    # controllers 0 and 1 each name the other: hints are followed at once only a
+    # bounded number of times, then the broker backs off
+    lc = make(controllers=3)
+    now = 0
+    immediate = 0
+    for _ in range(12):
+        s = send_one(lc, now)
+        other = 1 if s.controller == 0 else 0
+        lc.on_error(s.request_id, "NOT_CONTROLLER", now, leader_hint=other)
+        if lc.next_wake_ms() == now:
+            immediate += 1
+        else:
+            now = lc.next_wake_ms()
+            break
+    assert immediate <= 3 and lc.next_wake_ms() > 0
+
+
+def test_hint_hops_reset_after_an_answer() -> None:
+    lc = make(controllers=3)
+    active = 2
+    sent = drive(lc, healthy(active=active), until_ms=3000)
+    assert lc.state is S.RUNNING
+    assert all(s.controller == active for _, s in sent[1:])
+
+
+def test_controller_that_does_not_answer_is_skipped() -> None:
+    lc = make(controllers=3)
+    dead = lc.selector.current
+    active = (dead + 1) % 3
+
+    def script(now: int, s: Send):
+        if s.controller == dead:
+            return None  # never answers: times out after request_timeout_ms
+        return healthy(active=active)(now, s)
+
+    sent = drive(lc, script, until_ms=8000)
+    assert sent[0][1].controller == dead
+    assert sent[1][0] >= 2000  # waited the request timeout, then a backoff
+    assert sent[1][1].controller == active
+    assert lc.state is S.RUNNING
+
+
+def test_dead_active_controller_keeps_the_session() -> None:
+    # the active controller dies while RUNNING: every retry comes within one heartbeat
+    # interval, so the broker keeps contacting someone long before a 9 s session ends
+    lc = make(controllers=3)
+    active = lc.selector.current
+    sent = drive(lc, healthy(active=active), until_ms=4000)
+    assert lc.state is S.RUNNING
+    new_active = (active + 2) % 3
+
+    def after(now: int, s: Send):
+        if s.controller == active:
+            return ("err", "NETWORK")
+        return healthy(active=new_active)(now, s)
+
+    start = sent[-1][0] + 1
+    sent = drive(lc, after, until_ms=30_000, start_ms=start)
+    first_failure = sent[0][0]
+    assert sent[0][1].controller == active
+    ok_times = [t for t, s in sent if s.controller == new_active]
+    assert ok_times and ok_times[0] - first_failure <= 2000
+    gaps = [b - a for a, b in zip(ok_times, ok_times[1:], strict=False)]
+    assert max(gaps) <= 2000
+    assert lc.state is S.RUNNING
+
+
+def test_shutdown_with_a_heartbeat_in_flight_asks_at_once() -> None:
+    lc = running()
+    s = send_one(lc, lc.next_wake_ms())  # an ordinary heartbeat, no want_shutdown
+    out = lc.begin_shutdown(s.timeout_ms)
+    assert out.sends == [] and lc.state is S.PENDING_CONTROLLED_SHUTDOWN
+    t = lc.next_wake_ms()
+    lc.on_response(s.request_id, heartbeat_reply(), t)
+    s2 = send_one(lc, t)
+    assert s2.body["want_shutdown"]
+
+
+def test_pending_shutdown_heartbeats_often_and_times_out() -> None:
+    lc = running(controlled_shutdown_timeout_ms=5000)
+    start = lc.next_wake_ms()
+    lc.begin_shutdown(start)
+
+    def never_granted(now: int, s: Send):
+        assert s.body["want_shutdown"]
+        return ("ok", heartbeat_reply())
+
+    # begin_shutdown already sent one: answer it first
+    first = lc._in_flight
+    lc.on_response(first.request_id, heartbeat_reply(), start)
+    sent = drive(lc, never_granted, until_ms=start + 10_000, start_ms=start)
+    assert lc.state is S.SHUTTING_DOWN
+    assert all(b - a <= 500 for (a, _), (b, _) in zip(sent, sent[1:], strict=False))
+    assert sent[-1][0] < start + 5000
+
+
+def test_answers_after_shutting_down_are_ignored() -> None:
+    lc = running(controlled_shutdown_timeout_ms=1000)
+    out = lc.begin_shutdown(100_000)
+    s = out.sends[0]
+    lc.tick(101_000)
+    assert lc.state is S.SHUTTING_DOWN
+    assert lc.on_response(s.request_id, heartbeat_reply(shut=True), 101_001).changes == []
+    assert lc.on_error(s.request_id, "STALE_BROKER_EPOCH", 101_001).changes == []
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_backoff_jitter_bounds_for_any_seed(seed: int) -> None:
+    b = Backoff(initial_ms=100, max_ms=5000, jitter=0.2, rng=random.Random(seed))
+    for n in range(30):
+        base = min(5000, 100 * 2**n)
+        d = b.next_delay_ms()
+        assert int(base * 0.8) <= d <= min(5000, base * 1.2)
+
+
+def test_same_seed_same_schedule() -> None:
+    def schedule(seed: int) -> list[int]:
+        cfg = LifecycleConfig(broker_id=1, cluster_id="c", incarnation_id="i")
+        lc = BrokerLifecycle(cfg, 3, random.Random(seed), now_ms=0)
+        now, out = 0, []
+        for _ in range(10):
+            s = send_one(lc, now)
+            lc.on_error(s.request_id, "NETWORK", now)
+            now = lc.next_wake_ms()
+            out.append(now)
+        return out
+
+    assert schedule(5) == schedule(5)
+    assert schedule(5) != schedule(6)
