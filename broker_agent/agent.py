@@ -1,10 +1,12 @@
-"""BrokerAgent: the asyncio/aiohttp shell around the pure BrokerLifecycle.
+"""BrokerAgent: the asyncio/aiohttp shell around the pure BrokerLifecycle and IsrManager.
 
 It owns the clock and the HTTP session: it feeds the lifecycle ticks, answers and
 errors, sends what the lifecycle asks (one request in flight, each with a
-timeout), and keeps a metadata follower (a Raft observer, see follower.py) whose
-committed offset goes into every heartbeat. Fleet mode runs many agents over one
-shared session (connection pool).
+timeout), and reads a metadata follower (a Raft observer, see follower.py) whose
+committed offset goes into every heartbeat and whose image drives the ISR
+manager's AlterPartition requests. The cluster id comes from the follower's
+quorum discovery. Fleet mode (fleet.py) runs many agents over one shared session
+(connection pool) and one shared follower.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 import random
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -23,33 +26,98 @@ from typing import Any, Protocol
 import aiohttp
 import msgpack
 
+from broker_agent.isr import AlterSend, IsrConfig, IsrManager
 from broker_agent.lifecycle import BrokerLifecycle, BrokerState, LifecycleConfig, Output, Send
+from metadata_log.image import MetadataImage
+from metadata_log.records import LATEST_METADATA_VERSION, METADATA_VERSION_FEATURE
 
 log = logging.getLogger("broker_agent")
 
 PATHS = {"register": "/v1/brokers/register", "heartbeat": "/v1/brokers/heartbeat"}
+ALTER_PATH = "/v1/partitions/alter"
+MSGPACK = "application/msgpack"
 
 
 class MetadataSource(Protocol):
-    """The agent's view of the metadata log (a Raft observer)."""
+    """The agent's view of the metadata log (a Raft observer, follower.MetadataFollower)."""
 
     @property
     def committed_offset(self) -> int: ...
 
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def cluster_id(self) -> str | None: ...
+
+    def led_by(self, broker_id: int) -> frozenset[tuple[str, int]]: ...
+
+    def subscribe(self, fn: Callable[[int], None]) -> None: ...
+
+    async def wait_cluster_id(self, timeout_s: float) -> str | None: ...
+
 
 @dataclass
 class AgentStats:
-    heartbeat_ms: list[float] = field(default_factory=list)
+    """Shared by the agents of a fleet: heartbeat latencies of the current window."""
+
+    window: deque[float] = field(default_factory=lambda: deque(maxlen=50_000))
+    heartbeats: int = 0
     errors: int = 0
+    alter_partitions: int = 0
 
     def record(self, ms: float) -> None:
-        self.heartbeat_ms.append(ms)
-        if len(self.heartbeat_ms) > 20_000:
-            del self.heartbeat_ms[:10_000]
+        self.window.append(ms)
+        self.heartbeats += 1
+
+    def take_window(self) -> list[float]:
+        out = list(self.window)
+        self.window.clear()
+        return out
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    data = sorted(values)
+    return data[min(len(data) - 1, int(q * len(data)))]
 
 
 def mono_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    heartbeat_interval_ms: int = 2000
+    request_timeout_ms: int = 2000  # register / heartbeat: skip a silent controller after this
+    alter_timeout_ms: int = 30_000  # AlterPartition (request.timeout.ms)
+    controlled_shutdown_timeout_ms: int = 30_000
+    rack: str | None = None
+    host: str = "127.0.0.1"
+    listener_port: int = 9092
+    isr: IsrConfig = IsrConfig()
+
+
+async def post_msgpack(
+    session: aiohttp.ClientSession, url: str, body: Any, timeout_ms: int
+) -> tuple[int, Any]:
+    """POST a msgpack body; (status, decoded body). Raises on transport errors."""
+    async with session.post(
+        url,
+        data=msgpack.packb(body, use_bin_type=True),
+        headers={"Content-Type": MSGPACK, "Accept": MSGPACK},
+        timeout=aiohttp.ClientTimeout(total=timeout_ms / 1000),
+    ) as resp:
+        raw = await resp.read()
+        try:
+            decoded = msgpack.unpackb(raw, raw=False) if raw else {}
+        except Exception:  # noqa: BLE001 - an error page may be JSON or text
+            try:
+                decoded = json.loads(raw)
+            except ValueError:
+                decoded = {}
+        return resp.status, decoded
 
 
 class BrokerAgent:
@@ -57,69 +125,81 @@ class BrokerAgent:
         self,
         broker_id: int,
         controllers: list[str],
-        cluster_id: str,
         session: aiohttp.ClientSession,
+        metadata: MetadataSource,
+        settings: AgentSettings | None = None,
         *,
-        rack: str | None = None,
-        heartbeat_interval_ms: int = 2000,
-        request_timeout_ms: int = 2000,
-        controlled_shutdown_timeout_ms: int = 30_000,
-        listener_port: int = 9092,
-        metadata: MetadataSource | None = None,
         rng: random.Random | None = None,
+        isr_rng: random.Random | None = None,
         stats: AgentStats | None = None,
         clock: Callable[[], int] = mono_ms,
         on_state_change: Callable[[int, BrokerState, BrokerState, str], None] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.controllers = [c.rstrip("/") for c in controllers]
+        if not self.controllers:
+            raise ValueError("at least one controller URL is needed")
         self.session = session
         self.metadata = metadata
+        self.settings = settings or AgentSettings()
         self.clock = clock
+        self.rng = rng or random.Random()
         self.stats = stats or AgentStats()
         self.incarnation_id = str(uuid.uuid4())  # fresh per process start
         self._on_state_change = on_state_change
-        config = LifecycleConfig(
-            broker_id=broker_id,
-            cluster_id=cluster_id,
-            incarnation_id=self.incarnation_id,
-            heartbeat_interval_ms=heartbeat_interval_ms,
-            request_timeout_ms=request_timeout_ms,
-            controlled_shutdown_timeout_ms=controlled_shutdown_timeout_ms,
-            listeners=(
-                {
-                    "name": "PLAINTEXT",
-                    "host": "127.0.0.1",
-                    "port": listener_port,
-                    "security_protocol": "PLAINTEXT",
-                },
-            ),
-            rack=rack,
-            features=(
-                {
-                    "name": "metadata.version",
-                    "min_supported_version": 1,
-                    "max_supported_version": 1,
-                },
-            ),
-        )
-        self.lifecycle = BrokerLifecycle(
-            config, len(self.controllers), rng or random.Random(), clock()
-        )
+        self.lifecycle: BrokerLifecycle | None = None
+        self.isr = IsrManager(broker_id, self.settings.isr, isr_rng or random.Random(broker_id))
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self.exit_code: int | None = None
-        self._done = asyncio.Event()
+        self._shutdown_requested = False
+        self.errors = 0
+        metadata.subscribe(self._on_metadata)
+
+    # ---------------------------------------------------------------- views
 
     @property
     def state(self) -> BrokerState:
-        return self.lifecycle.state
+        return BrokerState.STARTING if self.lifecycle is None else self.lifecycle.state
 
     def controller_index(self, url: str | None) -> int | None:
-        if url is None:
+        if not isinstance(url, str):
             return None
         url = url.rstrip("/")
         return self.controllers.index(url) if url in self.controllers else None
+
+    def status(self) -> dict[str, Any]:
+        lc = self.lifecycle
+        return {
+            "broker_id": self.broker_id,
+            "state": self.state.value,
+            "broker_epoch": -1 if lc is None else lc.broker_epoch,
+            "fenced": True if lc is None else lc.is_fenced,
+            "metadata_offset": self.metadata.committed_offset,
+            "incarnation_id": self.incarnation_id,
+            "controller": None if lc is None else self.controllers[lc.selector.current],
+            "errors": self.errors,
+            "isr_expansions": self.isr.expansions,
+            "isr_shrinks": self.isr.shrinks,
+            "leads": len(self.metadata.led_by(self.broker_id)),
+        }
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _spawn(self, coro: Any) -> None:
+        t = asyncio.create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    def _on_metadata(self, offset: int) -> None:
+        lc = self.lifecycle
+        if lc is None:
+            return
+        if lc.state is BrokerState.STARTING:
+            lc.set_metadata_offset(offset, self.clock())
+            self._wake.set()
+        elif lc.state is BrokerState.RUNNING and self.metadata.led_by(self.broker_id):
+            self._wake.set()
 
     def _apply(self, out: Output) -> None:
         for change in out.changes:
@@ -131,69 +211,150 @@ class BrokerAgent:
                     "old": change.old.value,
                     "new": change.new.value,
                     "reason": change.reason,
+                    "broker_epoch": self.lifecycle.broker_epoch if self.lifecycle else -1,
                 },
             )
             if self._on_state_change is not None:
                 self._on_state_change(self.broker_id, change.old, change.new, change.reason)
         for send in out.sends:
-            t = asyncio.create_task(self._send(send))
-            self._tasks.add(t)
-            t.add_done_callback(self._tasks.discard)
+            self._spawn(self._send(send))
         if out.exit_code is not None and self.exit_code is None:
             self.exit_code = out.exit_code
-            self._done.set()
         self._wake.set()
 
     async def _send(self, send: Send) -> None:
+        lc = self.lifecycle
+        assert lc is not None
         url = self.controllers[send.controller] + PATHS[send.kind]
         started = time.perf_counter()
         try:
-            async with self.session.post(
-                url,
-                data=msgpack.packb(send.body, use_bin_type=True),
-                headers={"Content-Type": "application/msgpack", "Accept": "application/msgpack"},
-                timeout=aiohttp.ClientTimeout(total=send.timeout_ms / 1000),
-            ) as resp:
-                raw = await resp.read()
-                try:
-                    body = msgpack.unpackb(raw, raw=False) if raw else {}
-                except Exception:
-                    body = json.loads(raw) if raw[:1] in (b"{", b"[") else {}
-                if resp.status >= 400:
-                    code = (
-                        body.get("error_code", f"HTTP_{resp.status}")
-                        if isinstance(body, dict)
-                        else "NETWORK"
-                    )
-                    hint = (
-                        self.controller_index(body.get("leader_url"))
-                        if isinstance(body, dict)
-                        else None
-                    )
-                    self.stats.errors += 1
-                    self._apply(self.lifecycle.on_error(send.request_id, code, self.clock(), hint))
-                    return
+            status, body = await post_msgpack(self.session, url, send.body, send.timeout_ms)
         except (TimeoutError, aiohttp.ClientError, OSError):
+            self.errors += 1
             self.stats.errors += 1
-            self._apply(self.lifecycle.on_error(send.request_id, "NETWORK", self.clock()))
+            self._apply(lc.on_error(send.request_id, "NETWORK", self.clock()))
+            return
+        if status >= 400 or not isinstance(body, dict):
+            code = body.get("error_code", f"HTTP_{status}") if isinstance(body, dict) else "NETWORK"
+            hint = self.controller_index(body.get("leader_url")) if isinstance(body, dict) else None
+            self.errors += 1
+            self.stats.errors += 1
+            if (
+                lc.state is BrokerState.STARTING
+                and send.kind == "register"
+                and code != "NOT_CONTROLLER"
+            ):
+                log.warning(
+                    "registration refused",
+                    extra={
+                        "event": "register_error",
+                        "broker_id": self.broker_id,
+                        "error_code": code,
+                        "message": body.get("message") if isinstance(body, dict) else None,
+                    },
+                )
+            self._apply(lc.on_error(send.request_id, code, self.clock(), hint))
             return
         if send.kind == "heartbeat":
             self.stats.record((time.perf_counter() - started) * 1000)
-        self._apply(self.lifecycle.on_response(send.request_id, body, self.clock()))
+        elif send.kind == "register":
+            log.info(
+                "registered",
+                extra={
+                    "event": "registered",
+                    "broker_id": self.broker_id,
+                    "broker_epoch": body.get("broker_epoch"),
+                    "incarnation_id": self.incarnation_id,
+                },
+            )
+        self._apply(lc.on_response(send.request_id, body, self.clock()))
+
+    async def _send_alter(self, send: AlterSend) -> None:
+        lc = self.lifecycle
+        assert lc is not None
+        url = self.controllers[lc.selector.current] + ALTER_PATH
+        try:
+            status, body = await post_msgpack(self.session, url, send.body, send.timeout_ms)
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            self.isr.on_error(send.request_id, "NETWORK", self.clock())
+            self.stats.errors += 1
+            self._wake.set()
+            return
+        now = self.clock()
+        if status >= 400 or not isinstance(body, dict):
+            code = body.get("error_code", f"HTTP_{status}") if isinstance(body, dict) else "NETWORK"
+            if code == "NOT_CONTROLLER" and isinstance(body, dict):
+                hint = self.controller_index(body.get("leader_url"))
+                if hint is not None:
+                    lc.selector.on_hint(hint)
+            self.isr.on_error(send.request_id, code, now)
+            self.stats.errors += 1
+            log.info(
+                "AlterPartition refused",
+                extra={
+                    "event": "alter_partition_error",
+                    "broker_id": self.broker_id,
+                    "topic_id": send.key[0],
+                    "partition_id": send.key[1],
+                    "error_code": code,
+                },
+            )
+        else:
+            self.isr.on_response(send.request_id, body, now)
+            self.stats.alter_partitions += 1
+            log.info(
+                "ISR changed",
+                extra={
+                    "event": "isr_" + send.reason,
+                    "broker_id": self.broker_id,
+                    "topic_id": send.key[0],
+                    "partition_id": send.key[1],
+                    "isr": body.get("isr"),
+                    "partition_epoch": body.get("partition_epoch"),
+                },
+            )
+        self._wake.set()
+
+    def _poll_isr(self, now: int) -> int | None:
+        lc = self.lifecycle
+        assert lc is not None
+        led = self.metadata.led_by(self.broker_id)
+        if not led and self.isr.in_flight == 0:
+            return None
+        running = lc.state is BrokerState.RUNNING and not lc.is_fenced
+        for send in self.isr.poll(self.metadata.image, led, lc.broker_epoch, running, now):
+            self._spawn(self._send_alter(send))
+        return self.isr.next_wake_ms() if led or self.isr.in_flight else None
+
+    # ---------------------------------------------------------------- running
 
     async def run(self) -> int:
-        """Drive the lifecycle until it exits (controlled shutdown or timeout)."""
+        """Drive the lifecycle until it exits (controlled shutdown, timeout or a fatal error)."""
         try:
+            cluster_id = None
+            while cluster_id is None and not self._shutdown_requested:
+                cluster_id = await self.metadata.wait_cluster_id(1.0)
+            if cluster_id is None:
+                return 0  # asked to stop before we ever found the quorum
+            self._start_lifecycle(cluster_id)
+            if self._shutdown_requested:
+                self.shutdown()
+            lc = self.lifecycle
+            assert lc is not None
             while self.exit_code is None:
-                if self.metadata is not None:
-                    self.lifecycle.set_metadata_offset(self.metadata.committed_offset)
-                self._apply(self.lifecycle.tick(self.clock()))
+                now = self.clock()
+                lc.set_metadata_offset(self.metadata.committed_offset, now)
+                self._apply(lc.tick(now))
                 if self.exit_code is not None:
                     break
-                delay = max(0.0, (self.lifecycle.next_wake_ms() - self.clock()) / 1000)
+                wake = lc.next_wake_ms()
+                isr_wake = self._poll_isr(now)
+                if isr_wake is not None:
+                    wake = min(wake, isr_wake)
+                delay = max(0.0, (wake - self.clock()) / 1000)
                 self._wake.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=min(delay, 0.5))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=min(delay, 5.0))
         finally:
             for t in list(self._tasks):
                 t.cancel()
@@ -202,15 +363,37 @@ class BrokerAgent:
                     await t
         return self.exit_code or 0
 
-    def shutdown(self) -> None:
-        """SIGTERM/SIGINT: start a controlled shutdown."""
-        self._apply(self.lifecycle.begin_shutdown(self.clock()))
+    def _start_lifecycle(self, cluster_id: str) -> None:
+        s = self.settings
+        config = LifecycleConfig(
+            broker_id=self.broker_id,
+            cluster_id=cluster_id,
+            incarnation_id=self.incarnation_id,
+            heartbeat_interval_ms=s.heartbeat_interval_ms,
+            request_timeout_ms=s.request_timeout_ms,
+            controlled_shutdown_timeout_ms=s.controlled_shutdown_timeout_ms,
+            listeners=(
+                {
+                    "name": "PLAINTEXT",
+                    "host": s.host,
+                    "port": s.listener_port,
+                    "security_protocol": "PLAINTEXT",
+                },
+            ),
+            rack=s.rack,
+            features=(
+                {
+                    "name": METADATA_VERSION_FEATURE,
+                    "min_supported_version": 1,
+                    "max_supported_version": LATEST_METADATA_VERSION,
+                },
+            ),
+        )
+        self.lifecycle = BrokerLifecycle(config, len(self.controllers), self.rng, self.clock())
 
-    def status(self) -> dict[str, Any]:
-        return {
-            "broker_id": self.broker_id,
-            "state": self.state.value,
-            "broker_epoch": self.lifecycle.broker_epoch,
-            "metadata_offset": self.lifecycle.metadata_offset,
-            "incarnation_id": self.incarnation_id,
-        }
+    def shutdown(self) -> None:
+        """SIGTERM/SIGINT: start a controlled shutdown (bounded by its timeout)."""
+        self._shutdown_requested = True
+        if self.lifecycle is not None:
+            self._apply(self.lifecycle.begin_shutdown(self.clock()))
+        self._wake.set()

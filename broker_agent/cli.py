@@ -1,0 +1,220 @@
+"""`broker-agent`: one broker agent, or a fleet of them in one process (DESIGN 1.1, 1.3).
+
+    broker-agent --broker-id N --controllers URL[,URL...] [--rack R]
+                 [--config FILE] [--override key=value ...] [--log-format json]
+    broker-agent fleet --count K --first-id N --controllers URL[,URL...] [...]
+
+Configuration uses Kafka's names (kraft.config.BROKER_KEYS): a properties file,
+then `--override`, then explicit flags. SIGTERM/SIGINT start a controlled
+shutdown (exit 0 once the controller lets the broker go or the timeout passes);
+a second signal stops waiting. A user error is one line on stderr and exit 2,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from broker_agent.agent import AgentSettings
+from broker_agent.fleet import Fleet, FleetSpec
+from broker_agent.isr import IsrConfig
+from kraft.config import BROKER_KEYS, ConfigError, load_config
+from kraft.logs import setup_logging
+from kraft.raft.config import RaftConfig
+
+log = logging.getLogger("broker_agent")
+
+DEFAULT_LAG_PROBABILITY = 0.05  # --simulate-lag without an explicit probability
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--controllers",
+        required=True,
+        metavar="URL[,URL...]",
+        help="controller URLs (any of them; the agent finds the active one)",
+    )
+    p.add_argument("--rack", default=None, help="the broker's rack (broker.rack)")
+    p.add_argument("--config", default=None, metavar="FILE", help="Kafka-style properties file")
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config value that wins over --config (repeatable)",
+    )
+    p.add_argument("--cluster-id", default=None, help="expected cluster id (default: learned)")
+    p.add_argument(
+        "--simulate-lag",
+        action="store_true",
+        help=f"turn the seeded simulated-lag ISR model on (probability "
+        f"{DEFAULT_LAG_PROBABILITY} per check unless broker.simulated.lag.probability is set)",
+    )
+    p.add_argument("--seed", type=_int, default=0, help="seed of the simulated-lag model")
+    p.add_argument(
+        "--status-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="print a status line this often (0: only at exit)",
+    )
+    p.add_argument(
+        "--status-port",
+        type=_int,
+        default=None,
+        metavar="PORT",
+        help="serve GET /status and GET /v1/metadata on 127.0.0.1:PORT (off by default)",
+    )
+    p.add_argument("--listener-port", type=_int, default=9092, help="advertised PLAINTEXT port")
+    p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="broker-agent",
+        description="A KRaft broker lifecycle agent (registration, heartbeats, metadata "
+        "observer, ISR changes, controlled shutdown). `broker-agent fleet --help` for fleets.",
+    )
+    parser.add_argument("--broker-id", type=_int, required=True, help="this broker's node.id")
+    _common(parser)
+    return parser
+
+
+def build_fleet_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="broker-agent fleet",
+        description="K simulated brokers in one process: one shared connection pool, one "
+        "shared metadata observer (node id = --first-id).",
+    )
+    parser.add_argument("--count", type=_int, required=True, help="how many agents (K)")
+    parser.add_argument("--first-id", type=_int, required=True, help="broker ids N .. N+K-1")
+    parser.add_argument(
+        "--ramp-ms",
+        type=_int,
+        default=None,
+        help="spread the agents' starts over this long (default: 2 ms per agent)",
+    )
+    parser.add_argument(
+        "--max-connections", type=_int, default=256, help="size of the shared connection pool"
+    )
+    parser.add_argument(
+        "--no-simulate-lag",
+        action="store_true",
+        help="fleets simulate lag by default (issue 5); turn it off",
+    )
+    _common(parser)
+    return parser
+
+
+def spec_from_args(args: argparse.Namespace, fleet: bool) -> FleetSpec:
+    first_id = args.first_id if fleet else args.broker_id
+    count = args.count if fleet else 1
+    config = load_config(
+        BROKER_KEYS,
+        args.config,
+        args.override,
+        explicit={"node.id": None if fleet else args.broker_id, "broker.rack": args.rack},
+    )
+    for key in config.unused:
+        log.info("unused config key", extra={"event": "config_unused", "key": key})
+    raw_lag = str(config.get("broker.simulated.lag.probability", "0"))
+    try:
+        lag = float(raw_lag)
+    except ValueError:
+        raise ConfigError(
+            f"broker.simulated.lag.probability: {raw_lag!r} is not a number"
+        ) from None
+    if not 0.0 <= lag <= 1.0:
+        raise ConfigError(f"broker.simulated.lag.probability: {raw_lag!r} must be in [0, 1]")
+    simulate = args.simulate_lag or (fleet and not args.no_simulate_lag)
+    if simulate and lag == 0.0:
+        lag = DEFAULT_LAG_PROBABILITY
+    elif fleet and args.no_simulate_lag:
+        lag = 0.0
+    interval = config["broker.heartbeat.interval.ms"]
+    session = config["broker.session.timeout.ms"]
+    if interval >= session:
+        raise ConfigError(
+            f"broker.heartbeat.interval.ms ({interval}) must be below "
+            f"broker.session.timeout.ms ({session})"
+        )
+    request_timeout = config["controller.quorum.request.timeout.ms"]
+    settings = AgentSettings(
+        heartbeat_interval_ms=interval,
+        request_timeout_ms=request_timeout,
+        alter_timeout_ms=config["request.timeout.ms"],
+        controlled_shutdown_timeout_ms=config["controlled.shutdown.timeout.ms"],
+        rack=config.get("broker.rack"),
+        listener_port=args.listener_port,
+        isr=IsrConfig(
+            expansion_enabled=config["broker.isr.expansion.enable"],
+            lag_probability=lag,
+            request_timeout_ms=config["request.timeout.ms"],
+        ),
+    )
+    controllers = tuple(u.strip().rstrip("/") for u in args.controllers.split(",") if u.strip())
+    return FleetSpec(
+        first_id=first_id,
+        count=count,
+        controllers=controllers,
+        settings=settings,
+        raft=RaftConfig(
+            request_timeout_ms=request_timeout,
+            fetch_max_wait_ms=config["controller.quorum.fetch.max.wait.ms"],
+        ),
+        cluster_id=args.cluster_id,
+        seed=args.seed,
+        status_interval_s=args.status_interval,
+        ramp_ms=getattr(args, "ramp_ms", None),
+        max_connections=getattr(args, "max_connections", 256),
+        status_port=args.status_port,
+    )
+
+
+async def _serve(fleet: Fleet) -> int:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, fleet.shutdown)
+    try:
+        return await fleet.run()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    fleet_mode = bool(argv) and argv[0] == "fleet"
+    parser = build_fleet_parser() if fleet_mode else build_parser()
+    args = parser.parse_args(argv[1:] if fleet_mode else argv)
+    setup_logging(args.log_format, args.log_level)
+    try:
+        spec = spec_from_args(args, fleet_mode)
+    except (ConfigError, ValueError) as e:
+        print(f"broker-agent: {e}", file=sys.stderr)
+        return 2
+    fleet = Fleet(spec)
+    try:
+        return asyncio.run(_serve(fleet))
+    except KeyboardInterrupt:  # pragma: no cover - the handler normally catches SIGINT
+        return 0
+    except OSError as e:  # e.g. the status port is taken
+        print(f"broker-agent: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,285 @@
+"""Fleet: K broker agents in one process (K = 1 for a plain `broker-agent`).
+
+The agents share one aiohttp session (one connection pool) and one metadata
+follower: a single Raft observer (node id = the first broker id) whose image
+every agent reads, as K real brokers would each hold the same committed image.
+A status line is printed every few seconds (agents per state, heartbeat p50/p99
+of the window, errors, metadata offset, ISR changes). An optional status
+listener (`--status-port`) serves `GET /status` and `GET /v1/metadata` (the
+image the agents see); it is an addition for tests and operators, not part of
+DESIGN 1.2.
+
+Shutdown: `shutdown()` (SIGTERM/SIGINT) starts a controlled shutdown of every
+agent; each is bounded by its timeout; then the follower stops, background tasks
+are cancelled and the session closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import aiohttp
+from aiohttp import web
+
+from broker_agent.agent import AgentSettings, AgentStats, BrokerAgent, percentile
+from broker_agent.follower import MetadataFollower
+from broker_agent.lifecycle import BrokerState
+from kraft.raft.config import RaftConfig
+
+log = logging.getLogger("broker_agent.fleet")
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSpec:
+    first_id: int
+    count: int
+    controllers: tuple[str, ...]
+    settings: AgentSettings
+    raft: RaftConfig = RaftConfig()
+    cluster_id: str | None = None
+    seed: int = 0
+    status_interval_s: float = 5.0
+    ramp_ms: int | None = None  # spread agent starts over this long (None: 2 ms per agent)
+    max_connections: int = 256
+    status_port: int | None = None
+    status_host: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise ValueError(f"--count must be at least 1, got {self.count}")
+        if self.first_id < 0:
+            raise ValueError(f"broker ids must be >= 0, got {self.first_id}")
+        if not self.controllers:
+            raise ValueError("--controllers needs at least one URL")
+        for url in self.controllers:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"controller URL {url!r} must start with http:// or https://")
+
+
+class Fleet:
+    def __init__(
+        self,
+        spec: FleetSpec,
+        out: TextIO | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.out = out if out is not None else sys.stdout
+        self.clock = clock
+        self.stats = AgentStats()
+        self.agents: list[BrokerAgent] = []
+        self.follower: MetadataFollower | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._stopping = asyncio.Event()
+        self._signals = 0
+        self._last_errors = 0
+        self._last_status = time.monotonic()
+        self.exit_code = 0
+
+    # ---------------------------------------------------------------- views
+
+    def counts(self) -> dict[str, int]:
+        c = Counter(a.state.value for a in self.agents)
+        return {s.value: c.get(s.value, 0) for s in BrokerState}
+
+    def status(self) -> dict[str, Any]:
+        f = self.follower
+        return {
+            "agents": [a.status() for a in self.agents],
+            "counts": self.counts(),
+            "follower": None if f is None else f.status(),
+            "heartbeats": self.stats.heartbeats,
+            "errors": self.stats.errors,
+        }
+
+    def status_line(self) -> str:
+        now = time.monotonic()
+        window = self.stats.take_window()
+        elapsed = max(now - self._last_status, 1e-9)
+        self._last_status = now
+        p50, p99 = percentile(window, 0.50), percentile(window, 0.99)
+        counts = self.counts()
+        states = " ".join(f"{k}={v}" for k, v in counts.items() if v)
+        new_errors = self.stats.errors - self._last_errors
+        self._last_errors = self.stats.errors
+        f = self.follower
+        meta = (
+            "metadata offset=? (discovering)"
+            if f is None or f.quorum is None
+            else f"metadata offset={f.committed_offset} caught_up={f.caught_up}"
+        )
+        expansions = sum(a.isr.expansions for a in self.agents)
+        shrinks = sum(a.isr.shrinks for a in self.agents)
+        lat = (
+            "heartbeat p50=- p99=-" if p99 is None else f"heartbeat p50={p50:.1f}ms p99={p99:.1f}ms"
+        )
+        who = (
+            f"broker {self.spec.first_id}"
+            if self.spec.count == 1
+            else f"fleet {self.spec.first_id}..{self.spec.first_id + self.spec.count - 1}"
+        )
+        return (
+            f"{who}: {states} | {lat} ({len(window) / elapsed:.0f}/s) | "
+            f"errors={self.stats.errors} (+{new_errors}) | {meta} | isr +{expansions}/-{shrinks}"
+        )
+
+    # ---------------------------------------------------------------- running
+
+    def shutdown(self) -> None:
+        """First signal: controlled shutdown of every agent. Second: stop waiting."""
+        self._signals += 1
+        if self._signals == 1:
+            log.info(
+                "controlled shutdown requested",
+                extra={"event": "shutdown_requested", "agents": len(self.agents)},
+            )
+            for a in self.agents:
+                a.shutdown()
+        else:
+            log.warning("second signal: exiting without waiting", extra={"event": "forced_exit"})
+        self._stopping.set()
+
+    async def run(self) -> int:
+        spec = self.spec
+        connector = aiohttp.TCPConnector(limit=spec.max_connections, limit_per_host=0)
+        tasks: list[asyncio.Task[Any]] = []
+        runner: web.AppRunner | None = None
+        clock_kw: dict[str, Any] = {} if self.clock is None else {"clock": self.clock}
+        async with aiohttp.ClientSession(connector=connector) as session:
+            self._session = session
+            self.follower = MetadataFollower(
+                spec.first_id,
+                list(spec.controllers),
+                session,
+                cluster_id=spec.cluster_id,
+                raft_config=spec.raft,
+                rng=random.Random(f"follower:{spec.seed}:{spec.first_id}"),
+                **clock_kw,
+            )
+            for i in range(spec.count):
+                bid = spec.first_id + i
+                settings = spec.settings
+                if spec.count > 1:
+                    settings = _with_port(settings, settings.listener_port + i)
+                agent = BrokerAgent(
+                    bid,
+                    list(spec.controllers),
+                    session,
+                    self.follower,
+                    settings,
+                    stats=self.stats,
+                    isr_rng=random.Random(f"isr:{spec.seed}:{bid}"),
+                    **clock_kw,
+                )
+                agent.rng = random.Random(f"lifecycle:{spec.seed}:{bid}:{agent.incarnation_id}")
+                self.agents.append(agent)
+            try:
+                if spec.status_port is not None:
+                    runner = await self._start_status_server()
+                follower_task = asyncio.create_task(self.follower.run())
+                tasks.append(follower_task)
+                status_task = asyncio.create_task(self._status_loop())
+                tasks.append(status_task)
+                ramp = spec.ramp_ms if spec.ramp_ms is not None else 2 * spec.count
+                if spec.count == 1:
+                    ramp = 0
+                start_rng = random.Random(f"ramp:{spec.seed}")
+                agent_tasks = [
+                    asyncio.create_task(self._run_agent(a, start_rng.uniform(0, ramp) / 1000))
+                    for a in self.agents
+                ]
+                tasks.extend(agent_tasks)
+                done_all = asyncio.gather(*agent_tasks, return_exceptions=True)
+                stop_wait = asyncio.create_task(self._wait_forced())
+                tasks.append(stop_wait)
+                await asyncio.wait({done_all, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if self._signals >= 2:
+                    self.exit_code = max(self.exit_code, 0)
+                codes = [a.exit_code for a in self.agents if a.exit_code is not None]
+                self.exit_code = max([self.exit_code, *codes])
+                print(self.status_line(), file=self.out, flush=True)
+            finally:
+                if self.follower is not None:
+                    self.follower.stop()
+                for t in tasks:
+                    t.cancel()
+                for t in tasks:
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await t
+                if runner is not None:
+                    await runner.cleanup()
+        return self.exit_code
+
+    async def _wait_forced(self) -> None:
+        while self._signals < 2:
+            await self._stopping.wait()
+            self._stopping.clear()
+
+    async def _run_agent(self, agent: BrokerAgent, delay_s: float) -> int:
+        if delay_s > 0:
+            with contextlib.suppress(TimeoutError):
+                # a shutdown during the ramp ends the wait early
+                await asyncio.wait_for(self._stopping.wait(), delay_s)
+        if self._signals:
+            agent.shutdown()
+        try:
+            code = await agent.run()
+        except Exception:
+            log.exception(
+                "agent crashed", extra={"event": "agent_crash", "broker_id": agent.broker_id}
+            )
+            agent.exit_code = 1
+            return 1
+        if code:
+            log.error(
+                "agent stopped",
+                extra={
+                    "event": "agent_exit",
+                    "broker_id": agent.broker_id,
+                    "exit_code": code,
+                    "reason": agent.lifecycle.fatal if agent.lifecycle else None,
+                },
+            )
+        return code
+
+    async def _status_loop(self) -> None:
+        interval = self.spec.status_interval_s
+        if interval <= 0:
+            return
+        while True:
+            await asyncio.sleep(interval)
+            print(self.status_line(), file=self.out, flush=True)
+
+    async def _start_status_server(self) -> web.AppRunner:
+        async def status(request: web.Request) -> web.Response:
+            return web.json_response(self.status())
+
+        async def metadata(request: web.Request) -> web.Response:
+            f = self.follower
+            if f is None:
+                return web.json_response({"error_code": "NOT_READY"}, status=503)
+            return web.Response(text=json.dumps(f.image.to_dict()), content_type="application/json")
+
+        app = web.Application()
+        app.add_routes([web.get("/status", status), web.get("/v1/metadata", metadata)])
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, self.spec.status_host, self.spec.status_port)
+        await site.start()
+        return runner
+
+
+def _with_port(settings: AgentSettings, port: int) -> AgentSettings:
+    from dataclasses import replace
+
+    return replace(settings, listener_port=min(port, 65535))

@@ -1,0 +1,480 @@
+"""The broker's metadata follower: a Raft observer of `__cluster_metadata`.
+
+Brokers follow the metadata log as Kafka's do: as Raft **observers** (a node id
+not in the voter set) running the same Raft client as the controllers
+(kraft.raft.client.RaftClient over the pure RaftCore, kraft.raft.transport's
+`POST /raft/<endpoint>`), with the same Fetch / FetchSnapshot RPCs, so they never
+count toward the high watermark. The broker's copy of the log is in memory
+(`ObserverLog`, a MemoryLog with the flush hooks the client drives): a broker
+keeps only the image, and the applied prefix of the log is dropped.
+
+Two layers:
+
+- `MetadataApplier` (pure): committed batches -> `MetadataImage` (metadata_log's
+  replay), a fetched snapshot -> a fresh image (when the observer was behind the
+  leader's log start), and an index of partitions by leader and by replica.
+- `MetadataFollower` (asyncio shell): learns the voters and the cluster id from
+  `GET /v1/quorum` (bounded retries with backoff and jitter), then runs the
+  RaftClient as an observer with the applier as its listener.
+
+`committed_offset` (the image's offset) is what heartbeats report as
+`current_metadata_offset`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from kraft.raft.client import CommittedBatch, RaftClient
+from kraft.raft.config import RaftConfig
+from kraft.raft.memory_log import MemoryLog
+from kraft.raft.state import ElectionState, LeaderAndEpoch
+from kraft.raft.transport import HttpTransport
+from metadata_log.batch import decode_records, iter_headers
+from metadata_log.errors import MetadataLogError
+from metadata_log.image import MetadataImage, PartitionRegistration
+from metadata_log.records import Record, SnapshotFooter, SnapshotHeader
+from metadata_log.snapshot import SnapshotId
+
+log = logging.getLogger("broker_agent.follower")
+
+PartitionKey = tuple[str, int]  # (topic_id, partition_id)
+
+
+# ============================================================== pure: applier
+
+
+class LeaderIndex:
+    """Partitions by leader and by replica, kept current by the image's listener."""
+
+    def __init__(self) -> None:
+        self.led_by: dict[int, set[PartitionKey]] = {}
+        self.replica_of: dict[int, set[PartitionKey]] = {}
+
+    def partition_changed(
+        self,
+        topic_id: str,
+        partition_id: int,
+        old: PartitionRegistration | None,
+        new: PartitionRegistration | None,
+    ) -> None:
+        key = (topic_id, partition_id)
+        if old is not None:
+            if old.leader >= 0:
+                self.led_by.get(old.leader, set()).discard(key)
+            for r in old.replicas:
+                self.replica_of.get(r, set()).discard(key)
+        if new is not None:
+            if new.leader >= 0:
+                self.led_by.setdefault(new.leader, set()).add(key)
+            for r in new.replicas:
+                self.replica_of.setdefault(r, set()).add(key)
+
+    def rebuild(self, image: MetadataImage) -> None:
+        self.led_by.clear()
+        self.replica_of.clear()
+        for t in image.topics.values():
+            for pid, p in t.partitions.items():
+                self.partition_changed(t.topic_id, pid, None, p)
+
+    def leads(self, broker_id: int) -> frozenset[PartitionKey]:
+        return frozenset(self.led_by.get(broker_id, ()))
+
+
+def snapshot_records(data: bytes, where: str) -> tuple[list[Record], int]:
+    """The data records of a snapshot (header batch, data batches, footer batch)
+    and its last_contained_log_time. MetadataLogError if it is malformed."""
+    records: list[Record] = []
+    header: SnapshotHeader | None = None
+    footer = False
+    for pos, h in iter_headers(data, where, first_offset=0):
+        recs = decode_records(data, pos, h, where)
+        if footer:
+            raise MetadataLogError(f"{where}: data after the snapshot footer at {h.base_offset}")
+        if h.control:
+            for r in recs:
+                if isinstance(r, SnapshotHeader):
+                    header = r
+                elif isinstance(r, SnapshotFooter):
+                    footer = True
+        elif header is None:
+            raise MetadataLogError(f"{where}: snapshot data before its header")
+        else:
+            records.extend(recs)
+    if header is None or not footer:
+        raise MetadataLogError(
+            f"{where}: snapshot without {'header' if header is None else 'footer'}"
+        )
+    return records, header.last_contained_log_time
+
+
+class MetadataApplier:
+    """Committed batches and snapshots -> MetadataImage. Pure (no I/O, no clock).
+
+    `apply_batch` replays a committed batch (control records only move the
+    offset, as everywhere: the image's offset is a log offset); `load_snapshot`
+    replaces the image with a snapshot's. The LeaderIndex follows every change.
+    """
+
+    def __init__(self) -> None:
+        self.image = MetadataImage()
+        self.index = LeaderIndex()
+        self.image.listener = self.index
+        self.snapshots_loaded = 0
+        self.records_applied = 0
+
+    @property
+    def committed_offset(self) -> int:
+        """The last offset in the image (-1 when empty)."""
+        return self.image.offset
+
+    def load_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        records, log_time = snapshot_records(data, f"<snapshot {snapshot_id.file_name}>")
+        image = MetadataImage.from_records(records, snapshot_id.end_offset, log_time)
+        image.listener = self.index
+        self.index.rebuild(image)
+        self.image = image
+        self.snapshots_loaded += 1
+
+    def apply_batch(self, base_offset: int, records: Iterable[Record], append_time_ms: int) -> None:
+        """Replay one committed batch (offsets already in the image are skipped)."""
+        off = base_offset
+        image = self.image
+        for rec in records:
+            if off > image.offset:
+                image.replay(rec, off)
+                self.records_applied += 1
+            off += 1
+        image.last_append_time_ms = max(image.last_append_time_ms, append_time_ms)
+
+
+class ObserverLog(MemoryLog):
+    """The observer's log, in memory, with the flush hooks RaftClient drives.
+
+    There is nothing to fsync (the broker's copy is a cache: after a restart it
+    fetches again), so a flush completes at once. Batches below `trim_below` (what
+    the applier has consumed) are dropped once more than `retain_offsets` offsets
+    are held, so a long-running broker does not keep the whole log.
+    """
+
+    def __init__(self, retain_offsets: int = 4096) -> None:
+        super().__init__()
+        self.retain_offsets = retain_offsets
+        self.trim_below = 0
+
+    def prepare_flush(self) -> _MemoryFlush | None:
+        if self.end_offset - self.start_offset > self.retain_offsets:
+            upto = min(self.trim_below, self.end_offset)
+            if upto > self.start_offset:
+                self.delete_segments_below(upto)
+        if self.end_offset <= self.flushed_offset:
+            return None
+        return _MemoryFlush()
+
+    def complete_flush(self, job: _MemoryFlush) -> int:
+        self.flush()
+        return self.flushed_offset
+
+    def snapshot_file(self, snapshot_id: SnapshotId) -> Path:
+        """A name only: the snapshot's bytes are in memory (`snapshot_data`)."""
+        return Path("memory:") / snapshot_id.file_name
+
+
+class _MemoryFlush:
+    """A flush job with nothing to do (RaftClient runs it in its worker thread)."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def run(self) -> None:
+        self.done = True
+
+
+class _NoQuorumState:
+    """An observer's election state needs no file: it never votes, and after a
+    restart it learns the leader from its first fetch."""
+
+    def __init__(self) -> None:
+        self.state = ElectionState()
+
+    def read(self) -> ElectionState:
+        return self.state
+
+    def write(self, state: ElectionState) -> None:
+        self.state = state
+
+
+# ============================================================== asyncio shell
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumInfo:
+    cluster_id: str
+    voters: tuple[int, ...]
+    urls: dict[int, str]  # voter id -> controller URL (those that answered)
+
+
+async def discover_quorum(
+    session: aiohttp.ClientSession,
+    controllers: Iterable[str],
+    timeout_s: float,
+    cluster_id: str | None = None,
+) -> QuorumInfo | None:
+    """Ask every controller for `GET /v1/quorum` (in parallel, each with a timeout)."""
+    urls = [u.rstrip("/") for u in controllers]
+
+    async def one(url: str) -> dict[str, Any] | None:
+        try:
+            async with session.get(
+                url + "/v1/quorum",
+                headers={"Accept": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            ) as resp:
+                if resp.status != 200:
+                    return None
+                body = await resp.json(content_type=None)
+                return body if isinstance(body, dict) else None
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
+            return None
+
+    answers = await asyncio.gather(*(one(u) for u in urls))
+    ids: dict[int, str] = {}
+    voters: set[int] = set()
+    found_cluster: str | None = None
+    for url, body in zip(urls, answers, strict=True):
+        if body is None:
+            continue
+        cid = body.get("cluster_id")
+        if cluster_id is not None and cid != cluster_id:
+            log.warning(
+                "controller belongs to another cluster",
+                extra={"event": "cluster_mismatch", "url": url, "cluster_id": cid},
+            )
+            continue
+        found_cluster = found_cluster or cid
+        if type(body.get("node_id")) is int:
+            ids[body["node_id"]] = url
+        for v in body.get("voters") or []:
+            if isinstance(v, dict) and type(v.get("node_id")) is int:
+                voters.add(v["node_id"])
+    if found_cluster is None or not voters:
+        return None
+    return QuorumInfo(found_cluster, tuple(sorted(voters)), ids)
+
+
+def mono_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class MetadataFollower:
+    """Discovers the quorum, then runs a RaftClient observer that feeds the applier."""
+
+    def __init__(
+        self,
+        node_id: int,
+        controllers: list[str],
+        session: aiohttp.ClientSession,
+        *,
+        cluster_id: str | None = None,
+        raft_config: RaftConfig | None = None,
+        rng: random.Random | None = None,
+        clock: Callable[[], int] = mono_ms,
+        discovery_timeout_s: float = 2.0,
+        max_discovery_backoff_s: float = 5.0,
+        retain_offsets: int = 4096,
+    ) -> None:
+        self.node_id = node_id
+        self.controllers = [c.rstrip("/") for c in controllers]
+        self.session = session  # for discovery; the Raft transport has its own pool
+        self.cluster_id = cluster_id
+        self.config = raft_config or RaftConfig()
+        self.rng = rng or random.Random()
+        self.clock = clock
+        self.discovery_timeout_s = discovery_timeout_s
+        self.max_discovery_backoff_s = max_discovery_backoff_s
+        self.applier = MetadataApplier()
+        self.log = ObserverLog(retain_offsets)
+        self.client: RaftClient | None = None
+        self.transport: HttpTransport | None = None
+        self.quorum: QuorumInfo | None = None
+        self._listeners: list[Callable[[int], None]] = []
+        self._notify_scheduled = False
+        self._ready_event = asyncio.Event()
+        self._stop_event = asyncio.Event()
+        self._stopped = False
+
+    # ------------------------------------------------------------- reading
+
+    @property
+    def committed_offset(self) -> int:
+        return self.applier.committed_offset
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.applier.image
+
+    @property
+    def index(self) -> LeaderIndex:
+        return self.applier.index
+
+    @property
+    def high_watermark(self) -> int:
+        return 0 if self.client is None else self.client.high_watermark
+
+    @property
+    def caught_up(self) -> bool:
+        """Everything the leader said is committed is in the image."""
+        hw = self.high_watermark
+        return hw > 0 and self.committed_offset >= hw - 1
+
+    def led_by(self, broker_id: int) -> frozenset[PartitionKey]:
+        return self.applier.index.leads(broker_id)
+
+    def subscribe(self, fn: Callable[[int], None]) -> None:
+        """`fn(committed_offset)` after the image changed (once per driver cycle)."""
+        self._listeners.append(fn)
+
+    async def wait_cluster_id(self, timeout_s: float) -> str | None:
+        """The cluster id once the quorum is discovered (None after `timeout_s`)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready_event.wait(), timeout_s)
+        return None if self.quorum is None else self.quorum.cluster_id
+
+    def status(self) -> dict[str, Any]:
+        core = None if self.client is None else self.client.core
+        return {
+            "node_id": self.node_id,
+            "committed_offset": self.committed_offset,
+            "high_watermark": self.high_watermark,
+            "caught_up": self.caught_up,
+            "leader_id": None if core is None else core.leader_id,
+            "leader_epoch": None if core is None else core.epoch,
+            "log_start_offset": self.log.start_offset,
+            "log_end_offset": self.log.end_offset,
+            "snapshots_loaded": self.applier.snapshots_loaded,
+        }
+
+    # ------------------------------------------------------------- listener
+    # (RaftClient calls these from its driver task)
+
+    def handle_load_snapshot(self, snapshot_id: SnapshotId, path: Path) -> None:
+        self.applier.load_snapshot(snapshot_id, self.log.snapshot_data(snapshot_id))
+        self.log.trim_below = snapshot_id.end_offset
+        log.info(
+            "metadata snapshot loaded",
+            extra={
+                "event": "snapshot_loaded",
+                "end_offset": snapshot_id.end_offset,
+                "epoch": snapshot_id.epoch,
+            },
+        )
+        self._changed()
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        self.applier.apply_batch(batch.base_offset, batch.records, batch.append_time_ms)
+        self.log.trim_below = batch.last_offset + 1
+        self._changed()
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        pass
+
+    def _changed(self) -> None:
+        if not self._notify_scheduled:
+            self._notify_scheduled = True
+            asyncio.get_running_loop().call_soon(self._notify)
+
+    def _notify(self) -> None:
+        self._notify_scheduled = False
+        offset = self.committed_offset
+        for fn in list(self._listeners):
+            fn(offset)
+
+    # ------------------------------------------------------------- running
+
+    async def run(self) -> None:
+        """Discover the quorum, then follow until stop(); stops the client on exit."""
+        try:
+            await self._discover()
+            if self._stopped or self.quorum is None:
+                return
+            q = self.quorum
+            self.transport = HttpTransport(dict(q.urls))
+            self.client = RaftClient(
+                self.node_id,
+                {v: q.urls.get(v, "") for v in q.voters},
+                q.cluster_id,
+                self.log,  # type: ignore[arg-type]  # duck-typed: MemoryLog + flush hooks
+                _NoQuorumState(),  # type: ignore[arg-type]
+                self.config,
+                transport=self.transport,
+                rng=self.rng,
+            )
+            self.client.register_listener(self)
+            await self.client.start()
+            self._ready_event.set()
+            while not self._stopped:
+                # A controller that was down at start: learn its URL later (bounded).
+                if len(q.urls) < len(q.voters):
+                    await self._rediscover()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop_event.wait(), 5.0)
+        finally:
+            self._ready_event.set()
+            if self.client is not None:
+                with contextlib.suppress(Exception):
+                    await self.client.shutdown(timeout_s=1.0)
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._stop_event.set()
+        self._ready_event.set()
+
+    async def _discover(self) -> None:
+        backoff = 0.1
+        while not self._stopped:
+            info = await discover_quorum(
+                self.session, self.controllers, self.discovery_timeout_s, self.cluster_id
+            )
+            if info is not None:
+                self.quorum = info
+                self.cluster_id = info.cluster_id
+                log.info(
+                    "metadata quorum discovered",
+                    extra={
+                        "event": "quorum_discovered",
+                        "cluster_id": info.cluster_id,
+                        "voters": list(info.voters),
+                        "known": sorted(info.urls),
+                    },
+                )
+                return
+            delay = min(self.max_discovery_backoff_s, backoff) * self.rng.uniform(0.8, 1.2)
+            backoff *= 2
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop_event.wait(), delay)
+
+    async def _rediscover(self) -> None:
+        info = await discover_quorum(
+            self.session, self.controllers, self.discovery_timeout_s, self.cluster_id
+        )
+        if info is None or self.quorum is None:
+            return
+        for vid, url in info.urls.items():
+            if vid not in self.quorum.urls:
+                self.quorum.urls[vid] = url
+                if self.transport is not None:
+                    self.transport.peers[vid] = url
+                if self.client is not None:
+                    self.client.voter_urls[vid] = url
