@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kraft import cluster
 
     cluster.register(sub)
+    from kraft.server.node import add_controller_parser
+
+    add_controller_parser(sub)
     return parser
 
 
@@ -60,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kraft.tools.admin import run as run_admin
 
         return run_admin(args)
+    if args.command == "controller":
+        from kraft.server.node import run_controller
+
+        return run_controller(args)
     if args.command == "cluster":
         from kraft.cluster import run as run_cluster
 

@@ -620,9 +620,11 @@ class RaftClient:
                     raise RaftFatalError(
                         f"log read at {self._delivered} returned a batch at {h.base_offset}"
                     )
+                # Counted as handed over before the call, so the listener sees its
+                # own batch as committed (e.g. committed_offset() == last_offset).
+                self._delivered = h.next_offset
                 if listener is not None:
                     listener.handle_commit(CommittedBatch(h, data, pos))
-                self._delivered = h.next_offset
                 budget -= h.length
                 pos += h.length
                 progressed = True

@@ -1,0 +1,648 @@
+"""ControllerNode: one `kraft controller` process, composed from the pieces.
+
+    aiohttp app ── /raft/*  ──────────────► RaftClient ── RaftCore (pure)
+               └─ /v1/*, /metrics ─► ControllerService ── QuorumController (pure)
+                                          │  (event queue)         ▲
+                                          ▼                        │ replay
+                                    _RaftWriter ── append ──► RaftClient
+                                                                   │ listener
+    ControllerNode (RaftListener) ◄── committed batches, snapshots, leader changes
+
+- The active controller replays its records as it appends them (ControllerService)
+  and, when they commit, only answers the waiting replies; a standby replays the
+  committed batches with the same QuorumController.replay (hot standby).
+- Leadership: the RaftClient announces this node as leader only after every
+  batch before the epoch's first offset has been handed over, so activation
+  starts from the whole committed log; losing leadership reverts the uncommitted
+  replays (QuorumController.deactivate) and fails pending replies NOT_CONTROLLER.
+- Snapshots: every `metadata.log.max.record.bytes.between.snapshots` bytes of
+  committed batches (or `metadata.log.max.snapshot.interval.ms`), on any node,
+  once nothing uncommitted is replayed, no metadata transaction is open and the
+  state is durable in the local log. The image is copied on the loop and written
+  in a thread; then older snapshots are deleted and, beyond the retention limits,
+  the log segments the snapshot covers. A restarted node loads its newest
+  snapshot and replays the committed rest.
+
+Data directory (DESIGN 1.5): meta.properties (cluster.id, node.id), quorum-state,
+__cluster_metadata-0/ (segments, checkpoints, snapshots). The first start formats
+it; later starts check that the node id and an explicit cluster id agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from kraft.config import Config, ConfigError, parse_properties
+from kraft.controller.batching import EncodedBatch
+from kraft.controller.quorum_controller import ControllerConfig, QuorumController
+from kraft.raft.client import CommittedBatch, RaftClient
+from kraft.raft.client import NotLeaderError as RaftNotLeaderError
+from kraft.raft.config import RaftConfig
+from kraft.raft.file_log_adapter import FileReplicatedLog
+from kraft.raft.quorum_state import QuorumStateFile
+from kraft.raft.state import LeaderAndEpoch
+from kraft.raft.transport import HttpTransport
+from kraft.server.controller_service import ControllerService
+from kraft.server.controller_service import NotLeaderError as ServiceNotLeaderError
+from kraft.server.http_codec import error_middleware
+from kraft.server.metrics import ControllerMetrics, image_gauges
+from kraft.server.raft_routes import build_raft_routes
+from kraft.server.routes import build_routes
+from metadata_log.batch import HEADER_SIZE, parse_header
+from metadata_log.image import MetadataImage
+from metadata_log.records import (
+    RECOVERING,
+    FenceBrokerRecord,
+    PartitionChangeRecord,
+    Record,
+)
+from metadata_log.replay import METADATA_DIR_NAME, read_snapshot_image
+from metadata_log.snapshot import SnapshotId, write_snapshot
+
+log = logging.getLogger("kraft.node")
+
+META_PROPERTIES = "meta.properties"
+RAFT_STATE_CODES = {
+    "unattached": 0,
+    "follower": 1,
+    "candidate": 2,
+    "leader": 3,
+    "resigned": 4,
+    "prospective": 5,
+    "observer": 6,
+}
+
+
+class FormatError(Exception):
+    """The data directory belongs to another node or cluster, or is damaged."""
+
+
+# ---------------------------------------------------------------------- format
+
+
+def derive_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
+    """A Kafka-shaped cluster id (22 base64url chars of 16 bytes) from the voter set.
+
+    Canonical form: voters sorted by id, ``id@host:port`` joined by commas, so
+    every node started with the same voters agrees without a format step.
+    """
+    canon = ",".join(f"{i}@{h}:{p}" for i, (h, p) in sorted(voters.items()))
+    digest = hashlib.sha256(canon.encode()).digest()[:16]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def format_or_check(
+    data_dir: Path, node_id: int, cluster_id: str, explicit_cluster_id: bool
+) -> str:
+    """Write meta.properties on first start; otherwise check it. Returns the cluster id."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / META_PROPERTIES
+    if not path.exists():
+        text = (
+            "#\n"
+            f"#{time.strftime('%a %b %d %H:%M:%S UTC %Y', time.gmtime())}\n"
+            f"cluster.id={cluster_id}\n"
+            f"node.id={node_id}\n"
+            "version=1\n"
+        )
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        tmp.replace(path)
+        log.info(
+            "formatted data directory",
+            extra={"event": "formatted", "data_dir": str(data_dir), "cluster_id": cluster_id},
+        )
+        return cluster_id
+    try:
+        props = parse_properties(path.read_text(), str(path))
+    except (OSError, UnicodeDecodeError, ConfigError) as e:
+        raise FormatError(f"cannot read {path}: {e}") from None
+    stored_cluster, stored_node = props.get("cluster.id"), props.get("node.id")
+    if not stored_cluster or stored_node is None:
+        raise FormatError(f"{path} lacks cluster.id or node.id")
+    if stored_node != str(node_id):
+        raise FormatError(
+            f"{path} belongs to node {stored_node}, not node {node_id}: use another --data-dir"
+        )
+    if stored_cluster != cluster_id:
+        if explicit_cluster_id:
+            raise FormatError(
+                f"{path} belongs to cluster {stored_cluster}, not --cluster-id {cluster_id}"
+            )
+        log.warning(
+            "the data directory's cluster id differs from the one derived from the voters; "
+            "keeping the directory's",
+            extra={"event": "cluster_id_kept", "stored": stored_cluster, "derived": cluster_id},
+        )
+    return stored_cluster
+
+
+# ---------------------------------------------------------------------- pieces
+
+
+class _MeteredController(QuorumController):
+    """QuorumController that counts, as the active controller replays its own
+    records, the fences and partition leader elections it writes."""
+
+    metrics: ControllerMetrics | None = None
+
+    def replay(self, record: Record, offset: int) -> None:
+        super().replay(record, offset)
+        m = self.metrics
+        if m is None or not self.active:
+            return
+        t = type(record)
+        if t is FenceBrokerRecord:
+            m.fences.inc()
+        elif t is PartitionChangeRecord and record.leader != -2:  # type: ignore[union-attr]
+            unclean = record.leader_recovery_state == RECOVERING  # type: ignore[union-attr]
+            m.partition_elections.labels(unclean=str(unclean).lower()).inc()
+
+
+class _RaftWriter:
+    """ControllerService's MetadataWriter over the RaftClient."""
+
+    def __init__(self, raft: RaftClient) -> None:
+        self.raft = raft
+
+    def next_offset(self) -> int:
+        return self.raft.next_offset()
+
+    def append(self, batches: list[EncodedBatch], now_ms: int) -> int:
+        try:
+            return self.raft.append(batches)
+        except RaftNotLeaderError as e:
+            raise ServiceNotLeaderError(str(e)) from None
+
+    def committed_offset(self) -> int:
+        return self.raft.delivered_offset - 1
+
+    def leader_hint(self) -> tuple[int | None, str | None]:
+        le = self.raft.leader_and_epoch
+        return le.leader_id, self.raft.leader_url(le.leader_id)
+
+
+class _RoutesService:
+    """What kraft.server.routes needs: the ControllerService plus the node's views."""
+
+    def __init__(self, node: ControllerNode) -> None:
+        self._node = node
+        self._service = node.service
+
+    async def write(self, name: str, generate: Any, *, priority: bool = False) -> Any:
+        return await self._service.write(name, generate, priority=priority)
+
+    async def read_image(self, standby: bool = False) -> MetadataImage:
+        return await self._service.read_image(standby)
+
+    def note_heartbeat_contact(self, broker_id: int, broker_epoch: int) -> None:
+        if self._service.active:
+            self._service.note_heartbeat_contact(broker_id, broker_epoch)
+
+    def quorum_view(self) -> dict[str, Any]:
+        return self._node.raft.describe()
+
+    def metrics_text(self) -> tuple[bytes, str]:
+        return self._node.metrics.render()
+
+
+@dataclass
+class NodeSettings:
+    """Everything a controller node needs, from the CLI and its configuration."""
+
+    node_id: int
+    voters: dict[int, tuple[str, int]]
+    data_dir: Path
+    cluster_id: str | None = None  # None: derived from the voters
+    listen: tuple[str, int] | None = None  # None: this node's voter address
+    config: Config | None = None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return default if self.config is None else self.config.get(key, default)
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+# ------------------------------------------------------------------------ node
+
+
+class ControllerNode:
+    """A controller quorum node: Raft + controller + HTTP, started and stopped as one."""
+
+    def __init__(self, settings: NodeSettings) -> None:
+        self.settings = settings
+        s = settings
+        self.node_id = s.node_id
+        if s.listen is None and s.node_id not in s.voters:
+            raise ConfigError(
+                f"node {s.node_id} is not among the voters {sorted(s.voters)}: give --listen"
+            )
+        self.listen = s.listen or s.voters[s.node_id]
+        self.voter_urls = {i: _url(h, p) for i, (h, p) in s.voters.items()}
+        self.url = _url(*self.listen)
+        self.data_dir = Path(s.data_dir)
+        explicit = s.cluster_id is not None
+        self.cluster_id = format_or_check(
+            self.data_dir, s.node_id, s.cluster_id or derive_cluster_id(s.voters), explicit
+        )
+        self.raft_config = RaftConfig(
+            election_timeout_ms=s.get("controller.quorum.election.timeout.ms", 1000),
+            fetch_timeout_ms=s.get("controller.quorum.fetch.timeout.ms", 2000),
+            fetch_max_wait_ms=s.get("controller.quorum.fetch.max.wait.ms", 500),
+            request_timeout_ms=s.get("controller.quorum.request.timeout.ms", 2000),
+        )
+        self.snapshot_bytes = s.get(
+            "metadata.log.max.record.bytes.between.snapshots", 20 * 1024 * 1024
+        )
+        self.snapshot_interval_ms = s.get("metadata.log.max.snapshot.interval.ms", 3_600_000)
+        self.retention_bytes = s.get("metadata.max.retention.bytes", 100 * 1024 * 1024)
+        self.retention_ms = s.get("metadata.max.retention.ms", 7 * 24 * 3_600_000)
+        self.log = FileReplicatedLog.open(
+            self.data_dir / METADATA_DIR_NAME,
+            segment_bytes=s.get("metadata.log.segment.bytes", 1024 * 1024 * 1024),
+        )
+        self.raft = RaftClient(
+            s.node_id,
+            self.voter_urls,
+            self.cluster_id,
+            self.log,
+            QuorumStateFile(self.data_dir),
+            self.raft_config,
+            transport=HttpTransport(self.voter_urls),
+            rng=random.Random(),
+        )
+        self.controller = _MeteredController(
+            ControllerConfig(
+                node_id=s.node_id,
+                controller_ids=frozenset(s.voters),
+                cluster_id=self.cluster_id,
+                session_timeout_ms=s.get("broker.session.timeout.ms", 9000),
+                heartbeat_interval_ms=s.get("broker.heartbeat.interval.ms", 2000),
+                unclean_leader_election_enable=s.get("unclean.leader.election.enable", False),
+            ),
+            random.Random(),
+        )
+        self.metrics = ControllerMetrics(self._gauges)
+        self.controller.metrics = self.metrics
+        self.service = ControllerService(
+            self.controller,
+            _RaftWriter(self.raft),
+            queue_size=s.get("controller.event.queue.size", 10_000),
+            request_timeout_ms=s.get("request.timeout.ms", 30_000),
+            max_idle_interval_ms=s.get("metadata.max.idle.interval.ms", 500),
+            on_event_time=lambda _name, ms: self.metrics.event_queue_time.observe(ms),
+            on_commit_latency=self.metrics.commit_latency.observe,
+        )
+        self.raft.register_listener(self)
+        self.raft.on_state_change = self._on_raft_state
+        self._active_from: int | None = None  # first offset this node wrote as active
+        self._last_leader: tuple[int, int] | None = None
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = int(time.time() * 1000)
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self.snapshots_written = 0
+        self._runner: web.AppRunner | None = None
+        self._stopped = asyncio.Event()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def build_app(self) -> web.Application:
+        app = web.Application(
+            middlewares=[error_middleware],
+            client_max_size=self.settings.get("max.request.bytes", 10 * 1024 * 1024),
+        )
+        app.add_routes(build_raft_routes(self.raft))
+        app.add_routes(build_routes(_RoutesService(self)))
+        return app
+
+    async def start(self) -> None:
+        """Listen first (peers and clients get answers at once), then drive Raft."""
+        self._runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        host, port = self.listen
+        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as e:
+            await self._runner.cleanup()
+            raise OSError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        self.service.start()
+        await self.raft.start()
+        log.info(
+            "controller started",
+            extra={
+                "event": "controller_started",
+                "node_id": self.node_id,
+                "url": self.url,
+                "cluster_id": self.cluster_id,
+                "voters": sorted(self.voter_urls),
+            },
+        )
+
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        """Graceful: stop the controller, resign Raft leadership (EndQuorumEpoch), stop
+        serving, close the log."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        await self.service.stop()
+        await self.raft.shutdown(timeout_s)
+        if self._snapshot_task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._snapshot_task), timeout_s)
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self.log.close(flush=self.raft.fatal_error is None)
+        log.info("controller stopped", extra={"event": "controller_stopped"})
+
+    @property
+    def failed(self) -> asyncio.Future[BaseException] | None:
+        return self.raft.failed
+
+    # ------------------------------------------------------------ RaftListener
+
+    def handle_load_snapshot(self, snapshot_id: SnapshotId, path: Path) -> None:
+        t0 = time.perf_counter()
+        image = read_snapshot_image(path, snapshot_id.end_offset)
+        if self.controller.active:  # never: a leader does not install snapshots
+            self.service.on_lost_leadership()
+            self._active_from = None
+        self.controller.load_snapshot(image)
+        self._bytes_since_snapshot = 0
+        log.info(
+            "loaded snapshot",
+            extra={
+                "event": "snapshot_loaded",
+                "snapshot": snapshot_id.file_name,
+                "offset": image.offset,
+                "ms": round((time.perf_counter() - t0) * 1000, 1),
+            },
+        )
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        if self._active_from is not None and batch.base_offset >= self._active_from:
+            # Our own batch: already replayed when appended; now it is committed.
+            self.service.on_committed(batch.last_offset)
+        else:
+            self.controller.replay_batch(batch.base_offset, batch.records, batch.append_time_ms)
+        self._bytes_since_snapshot += batch.size_bytes
+        self._maybe_snapshot()
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        if leader.leader_id == self.node_id:
+            self._active_from = self.raft.next_offset()
+            self.service.on_became_leader()
+        elif self._active_from is not None:
+            self._active_from = None
+            self.service.on_lost_leadership()
+
+    def _on_raft_state(self, state: str, epoch: int, leader_id: int | None) -> None:
+        if state == "candidate":
+            self.metrics.elections.inc()
+        if leader_id is not None and (leader_id, epoch) != self._last_leader:
+            self._last_leader = (leader_id, epoch)
+            self.metrics.leader_changes.inc()
+
+    # --------------------------------------------------------------- snapshots
+
+    def _maybe_snapshot(self) -> None:
+        if self._snapshot_task is not None or self._stopped.is_set():
+            return
+        now = int(time.time() * 1000)
+        due = self._bytes_since_snapshot >= self.snapshot_bytes or (
+            self.snapshot_interval_ms > 0
+            and self._bytes_since_snapshot > 0
+            and now - self._last_snapshot_ms >= self.snapshot_interval_ms
+        )
+        if not due:
+            return
+        image = self.controller.image
+        committed = self.raft.delivered_offset - 1
+        if (
+            image.offset != committed  # uncommitted replays (active): wait for a quiet moment
+            or image.offset < 0
+            or image.in_transaction
+            or image.offset >= self.log.flushed_offset  # not durable here yet
+        ):
+            return
+        snap = self.log.latest_snapshot_id()
+        if snap is not None and snap.end_offset > image.offset:
+            return
+        sid = SnapshotId(image.offset + 1, self.log.epoch_for_offset(image.offset))
+        copy = image.copy()
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now
+        self._snapshot_task = asyncio.get_running_loop().create_task(
+            self._write_snapshot(sid, copy)
+        )
+
+    async def _write_snapshot(self, sid: SnapshotId, image: MetadataImage) -> None:
+        t0 = time.perf_counter()
+        try:
+            await asyncio.to_thread(
+                write_snapshot,
+                self.log.directory,
+                sid,
+                image.to_records(),
+                last_contained_log_time=image.last_append_time_ms,
+                append_time_ms=int(time.time() * 1000),
+            )
+            if self._stopped.is_set() and self.log.file_log.closed:
+                return
+            self.log.register_snapshot(sid)
+            self.snapshots_written += 1
+            trimmed = self._maybe_trim(sid)
+            log.info(
+                "wrote snapshot",
+                extra={
+                    "event": "snapshot_written",
+                    "snapshot": sid.file_name,
+                    "ms": round((time.perf_counter() - t0) * 1000, 1),
+                    "log_start_offset": self.log.start_offset,
+                    "trimmed": trimmed,
+                },
+            )
+        except Exception as e:  # noqa: BLE001 - a failed snapshot is retried at the next one
+            log.error(
+                "snapshot %s failed: %s", sid.file_name, e, extra={"event": "snapshot_failed"}
+            )
+        finally:
+            self._snapshot_task = None
+
+    def _maybe_trim(self, sid: SnapshotId) -> bool:
+        """Delete the segments below the snapshot once the log exceeds retention."""
+        over_bytes = self.retention_bytes >= 0 and self.log.size_bytes > self.retention_bytes
+        over_time = False
+        if self.retention_ms >= 0 and self.log.start_offset < self.log.end_offset:
+            head = self.log.read(self.log.start_offset, HEADER_SIZE)
+            first = parse_header(head, 0, "<log>", self.log.start_offset)
+            over_time = int(time.time() * 1000) - first.append_time_ms > self.retention_ms
+        if not (over_bytes or over_time):
+            return False
+        before = self.log.start_offset
+        return self.log.delete_segments_below(sid.end_offset) > before
+
+    # ----------------------------------------------------------------- metrics
+
+    def _gauges(self) -> dict[str, float]:
+        core = self.raft.core
+        image = self.controller.image
+        out: dict[str, float] = {
+            "active": 1.0 if self.controller.active else 0.0,
+            "last_committed_offset": self.raft.delivered_offset - 1,
+            "last_applied_offset": image.offset,
+            "log_end_offset": self.log.end_offset,
+        }
+        out.update(image_gauges(image))
+        if core is not None:
+            out["current_leader"] = -1 if core.leader_id is None else core.leader_id
+            out["current_epoch"] = core.epoch
+            out["high_watermark"] = core.high_watermark
+            out["raft_state"] = RAFT_STATE_CODES.get(core.state_name, 0)
+        return out
+
+
+# ------------------------------------------------------------------------- CLI
+
+
+def add_controller_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "controller",
+        help="run one controller quorum node",
+        description=(
+            "Run one controller quorum node, listening on its own voter address. The first "
+            "start formats DATA_DIR (meta.properties); the cluster id defaults to one derived "
+            "from the voters, so nodes started with the same --voters agree."
+        ),
+    )
+    p.add_argument("--node-id", type=int, default=None, help="this node's id (node.id)")
+    p.add_argument(
+        "--voters",
+        default=None,
+        metavar="ID@HOST:PORT,...",
+        help="the voter set (controller.quorum.voters)",
+    )
+    p.add_argument("--data-dir", default=None, help="the data directory (metadata.log.dir)")
+    p.add_argument("--cluster-id", default=None, help="default: derived from the voters")
+    p.add_argument(
+        "--listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="where to listen (default: this node's voter address)",
+    )
+    p.add_argument("--config", default=None, metavar="FILE", help="a Kafka-style properties file")
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a configuration value that wins over --config (repeatable)",
+    )
+    p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("--log-level", default="INFO")
+
+
+def _settings_from_args(args: Any) -> NodeSettings:
+    from kraft.config import CONTROLLER_KEYS, load_config, parse_voters
+
+    explicit: dict[str, Any] = {}
+    if args.node_id is not None:
+        if args.node_id < 0:
+            raise ConfigError(f"--node-id must be >= 0, got {args.node_id}")
+        explicit["node.id"] = args.node_id
+    if args.voters is not None:
+        explicit["controller.quorum.voters"] = parse_voters(args.voters)
+    if args.data_dir is not None:
+        explicit["metadata.log.dir"] = args.data_dir
+    config = load_config(CONTROLLER_KEYS, args.config, args.override, explicit)
+    node_id = config.get("node.id")
+    voters = config.get("controller.quorum.voters")
+    data_dir = config.get("metadata.log.dir")
+    if node_id is None:
+        raise ConfigError("--node-id (node.id) is required")
+    if voters is None:
+        raise ConfigError("--voters (controller.quorum.voters) is required")
+    if data_dir is None:
+        raise ConfigError("--data-dir (metadata.log.dir) is required")
+    listen = None
+    if args.listen is not None:
+        try:
+            host, port = args.listen.rsplit(":", 1)
+            listen = (host.strip("[]") or "0.0.0.0", int(port))
+        except ValueError:
+            raise ConfigError(f"--listen {args.listen!r} is not HOST:PORT") from None
+    if args.cluster_id is not None and not args.cluster_id.strip():
+        raise ConfigError("--cluster-id must not be empty")
+    for key in config.unused:
+        log.info("unused configuration key %s", key, extra={"event": "config_unused", "key": key})
+    return NodeSettings(node_id, voters, Path(data_dir), args.cluster_id, listen, config)
+
+
+async def serve(settings: NodeSettings) -> int:
+    """Run a node until SIGTERM/SIGINT (exit 0) or a fatal error (exit 1)."""
+    import signal
+
+    node = ControllerNode(settings)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await node.start()
+    except BaseException:
+        node.log.close()
+        raise
+    failed = node.failed
+    assert failed is not None
+    stop_wait = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({stop_wait, failed}, return_when=asyncio.FIRST_COMPLETED)
+    stop_wait.cancel()
+    code = 0
+    if failed.done():
+        err = failed.result()
+        log.error(
+            "stopping after a fatal error: %s", err, extra={"event": "fatal", "error": str(err)}
+        )
+        code = 1
+    else:
+        log.info("signal received: stopping", extra={"event": "stopping"})
+    await node.stop()
+    return code
+
+
+def run_controller(args: Any) -> int:
+    """`kraft controller ...`: user errors are one line on stderr, never a traceback."""
+    import sys
+
+    from kraft.logs import setup_logging
+    from metadata_log.errors import MetadataLogError
+
+    setup_logging(args.log_format, args.log_level.upper())
+    try:
+        settings = _settings_from_args(args)
+    except ConfigError as e:
+        print(f"kraft controller: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(serve(settings))
+    except (FormatError, ConfigError, OSError, MetadataLogError) as e:
+        print(f"kraft controller: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,209 @@
+"""ControllerNode in process: three nodes on loopback HTTP, hot standbys, snapshots, restart."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import aiohttp
+import pytest
+
+from kraft.config import CONTROLLER_KEYS, load_config
+from kraft.server.node import (
+    ControllerNode,
+    FormatError,
+    NodeSettings,
+    derive_cluster_id,
+    format_or_check,
+)
+from tests.unit.server.raft_harness import free_ports
+
+pytestmark = pytest.mark.timeout(90)
+
+FAST = [
+    "controller.quorum.election.timeout.ms=150",
+    "controller.quorum.fetch.timeout.ms=300",
+    "controller.quorum.fetch.max.wait.ms=100",
+    "controller.quorum.request.timeout.ms=300",
+    "broker.session.timeout.ms=1500",
+    "broker.heartbeat.interval.ms=200",
+    "metadata.max.idle.interval.ms=100",
+]
+
+
+class Cluster:
+    def __init__(self, root, extra: list[str] = ()) -> None:
+        ports = free_ports(3)
+        self.voters = {i + 1: ("127.0.0.1", p) for i, p in enumerate(ports)}
+        self.urls = {i: f"http://127.0.0.1:{p}" for i, (_, p) in self.voters.items()}
+        self.root = root
+        self.extra = list(extra)
+        self.nodes: dict[int, ControllerNode | None] = {1: None, 2: None, 3: None}
+        self.cluster_id = derive_cluster_id(self.voters)
+
+    def settings(self, i: int) -> NodeSettings:
+        cfg = load_config(CONTROLLER_KEYS, None, FAST + self.extra)
+        return NodeSettings(i, self.voters, self.root / f"c{i}", config=cfg)
+
+    async def start(self, i: int) -> ControllerNode:
+        node = ControllerNode(self.settings(i))
+        await node.start()
+        self.nodes[i] = node
+        return node
+
+    async def stop(self, i: int) -> None:
+        node = self.nodes[i]
+        if node is not None:
+            await node.stop(2.0)
+            self.nodes[i] = None
+
+    async def leader(self, timeout: float = 5.0, exclude: int | None = None) -> ControllerNode:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for i, n in self.nodes.items():
+                if n is not None and i != exclude and n.controller.active:
+                    return n
+            await asyncio.sleep(0.01)
+        raise AssertionError("no active controller")
+
+
+async def call(session, method, url, body=None):
+    async with session.request(method, url, json=body) as r:
+        return r.status, await r.json(content_type=None)
+
+
+def register_body(broker_id: int, cluster_id: str, incarnation: str | None = None) -> dict:
+    return {
+        "broker_id": broker_id,
+        "cluster_id": cluster_id,
+        "incarnation_id": incarnation or str(uuid.uuid4()),
+        "listeners": [
+            {"name": "PLAINTEXT", "host": "h", "port": 9092, "security_protocol": "PLAINTEXT"}
+        ],
+        "rack": None,
+        "features": [],
+    }
+
+
+def test_format_and_check(tmp_path):
+    cid = derive_cluster_id({1: ("h", 1), 2: ("h", 2)})
+    assert len(cid) == 22
+    assert cid == derive_cluster_id({2: ("h", 2), 1: ("h", 1)})
+    assert format_or_check(tmp_path, 1, cid, False) == cid
+    text = (tmp_path / "meta.properties").read_text()
+    assert f"cluster.id={cid}" in text and "node.id=1" in text
+    assert format_or_check(tmp_path, 1, "other", False) == cid  # the directory's id wins
+    with pytest.raises(FormatError, match="node 1, not node 2"):
+        format_or_check(tmp_path, 2, cid, False)
+    with pytest.raises(FormatError, match="cluster"):
+        format_or_check(tmp_path, 1, "other", True)
+
+
+async def test_standbys_replay_and_followers_redirect(tmp_path):
+    c = Cluster(tmp_path)
+    await asyncio.gather(*(c.start(i) for i in (1, 2, 3)))
+    try:
+        leader = await c.leader()
+        async with aiohttp.ClientSession() as s:
+            lurl = c.urls[leader.node_id]
+            st, body = await call(
+                s, "POST", lurl + "/v1/brokers/register", register_body(10, c.cluster_id)
+            )
+            assert st == 200, body
+            epoch = body["broker_epoch"]
+            st, body = await call(
+                s,
+                "POST",
+                lurl + "/v1/brokers/heartbeat",
+                {
+                    "broker_id": 10,
+                    "broker_epoch": epoch,
+                    "current_metadata_offset": 10**6,
+                    "want_fence": False,
+                    "want_shutdown": False,
+                },
+            )
+            assert st == 200 and body["is_fenced"] is False, body
+            st, body = await call(
+                s,
+                "POST",
+                lurl + "/v1/topics",
+                {"name": "t", "partitions": 3, "replication_factor": 1},
+            )
+            assert st == 201, body
+            follower = next(i for i in (1, 2, 3) if i != leader.node_id)
+            st, body = await call(
+                s, "POST", c.urls[follower] + "/v1/topics", {"name": "u", "partitions": 1}
+            )
+            assert st == 503 and body["error_code"] == "NOT_CONTROLLER"
+            assert body["leader_id"] == leader.node_id and body["leader_url"] == lurl
+            st, q = await call(s, "GET", c.urls[follower] + "/v1/quorum")
+            assert st == 200 and q["state"] == "follower" and q["leader_id"] == leader.node_id
+            st, q = await call(s, "GET", lurl + "/v1/quorum")
+            assert q["state"] == "leader"
+            assert {v["node_id"] for v in q["voters"]} == {1, 2, 3}
+            assert all("lag" in v and "last_fetch_timestamp" in v for v in q["voters"])
+
+        # hot standbys hold the same committed image
+        async def same() -> bool:
+            offs = [n.controller.image.offset for n in c.nodes.values()]
+            return len(set(offs)) == 1
+
+        deadline = time.monotonic() + 5
+        while True:
+            images = {i: n.controller.image.to_dict() for i, n in c.nodes.items()}
+            lo = min(d["offset"] for d in images.values())
+            if all(d["offset"] == lo for d in images.values()) or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.005)
+        topic_views = {i: [t["name"] for t in d["topics"]] for i, d in images.items()}
+        assert all(v == ["t"] for v in topic_views.values()), topic_views
+    finally:
+        for i in (1, 2, 3):
+            await c.stop(i)
+
+
+async def test_snapshots_trim_and_restart_loads_them(tmp_path):
+    c = Cluster(
+        tmp_path,
+        [
+            "metadata.log.max.record.bytes.between.snapshots=2000",
+            "metadata.max.retention.bytes=0",
+            "metadata.log.segment.bytes=4096",
+        ],
+    )
+    await asyncio.gather(*(c.start(i) for i in (1, 2, 3)))
+    try:
+        leader = await c.leader()
+        async with aiohttp.ClientSession() as s:
+            lurl = c.urls[leader.node_id]
+            for b in range(10, 20):
+                st, body = await call(
+                    s, "POST", lurl + "/v1/brokers/register", register_body(b, c.cluster_id)
+                )
+                assert st == 200, body
+
+        async def snapshotted() -> bool:
+            return all(n.snapshots_written > 0 and n.log.start_offset > 0 for n in c.nodes.values())
+
+        deadline = time.monotonic() + 10
+        while not await snapshotted():
+            assert time.monotonic() < deadline, [
+                (n.snapshots_written, n.log.start_offset) for n in c.nodes.values()
+            ]
+            await asyncio.sleep(0.05)
+        follower = next(i for i in (1, 2, 3) if i != leader.node_id)
+        before = c.nodes[follower].controller.image.to_dict()
+        await c.stop(follower)
+        node = await c.start(follower)
+        assert node.log.latest_snapshot_id() is not None
+        deadline = time.monotonic() + 5
+        while node.controller.image.offset < before["offset"]:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        after = node.controller.image.to_dict()
+        assert sorted(b["broker_id"] for b in after["brokers"]) == list(range(10, 20))
+    finally:
+        for i in (1, 2, 3):
+            await c.stop(i)
