@@ -273,6 +273,12 @@ class BrokerLifecycle:
         if self.state is BrokerState.STARTING and caught_up:
             self._change(out, BrokerState.RECOVERY, "caught up with the metadata log")
             self._next_send_ms = now_ms  # ask to be unfenced without waiting an interval
+        elif (
+            self.state is BrokerState.STARTING
+            and answered.body["current_metadata_offset"] < self.broker_epoch <= self.metadata_offset
+        ):
+            # we reached our registration while this heartbeat was in flight: tell it now
+            self._next_send_ms = now_ms
         if self.state is BrokerState.RECOVERY and not self.is_fenced:
             self._change(out, BrokerState.RUNNING, "unfenced")
         elif self.state is BrokerState.RUNNING and self.is_fenced:

@@ -498,3 +498,13 @@ def test_same_seed_same_schedule() -> None:
 
     assert schedule(5) == schedule(5)
     assert schedule(5) != schedule(6)
+
+
+def test_catch_up_during_an_in_flight_heartbeat_is_reported_at_once() -> None:
+    lc = make()
+    register(lc, epoch=40)
+    s = send_one(lc, 0)  # reports offset -1
+    lc.set_metadata_offset(45, now_ms=5)  # the follower reaches our registration meanwhile
+    lc.on_response(s.request_id, heartbeat_reply(caught_up=False, fenced=True), 10)
+    s = send_one(lc, 10)
+    assert s.body["current_metadata_offset"] == 45

@@ -1,0 +1,335 @@
+"""3 `kraft controller` + 5 `broker-agent` processes on 127.0.0.1 (issue 5's acceptance).
+
+One cluster for the module; the tests run in file order and each leaves the
+cluster in the state the next expects:
+
+1. all five agents RUNNING and unfenced within 10 s;
+2. kill -9 of a broker: fenced within the session timeout + 2 s, and the
+   partitions it led get the leader BestLeader picks;
+3. that broker restarted: a new incarnation and broker epoch, unfenced after
+   catching up (and back in the ISRs through AlterPartition);
+4. SIGTERM to another broker: controlled shutdown, its leaderships have moved
+   when it exits, exit code 0;
+5. kill -9 of the active controller: no broker is fenced, all stay RUNNING;
+6. each broker's image equals the controllers' log replayed to the same offset.
+
+Every process is started here and killed by pid (tests/integration/procs.py).
+Agents run with `--status-port` so the test can read their state and image.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from metadata_log.replay import replay_log
+from tests.integration.procs import Proc, ProcGroup, free_ports, http, wait_until
+
+pytestmark = pytest.mark.integration
+
+CONTROLLERS = (1, 2, 3)
+BROKERS = (4, 5, 6, 7, 8)
+HEARTBEAT_MS = 1000
+SESSION_MS = 6000
+TOPIC = "orders"
+OVERRIDES = {
+    "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
+    "broker.session.timeout.ms": str(SESSION_MS),
+}
+
+
+@dataclass
+class Cluster:
+    tmp: Path
+    group: ProcGroup
+    controller_ports: dict[int, int]
+    status_ports: dict[int, int]
+    voters: str
+    controllers: dict[int, Proc]
+    brokers: dict[int, Proc]
+    state: dict[str, Any]
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{self.controller_ports[c]}" for c in CONTROLLERS]
+
+    def start_controller(self, node_id: int) -> Proc:
+        args = [
+            "-m", "kraft.cli", "controller",
+            "--node-id", str(node_id),
+            "--voters", self.voters,
+            "--data-dir", str(self.tmp / f"controller-{node_id}"),
+        ]  # fmt: skip
+        for k, v in OVERRIDES.items():
+            args += ["--override", f"{k}={v}"]
+        starts = sum(1 for p in self.group.procs if p.name == f"controller-{node_id}")
+        proc = Proc(
+            f"controller-{node_id}", args, self.tmp / "logs" / f"controller-{node_id}.{starts}.log"
+        )
+        self.controllers[node_id] = self.group.start(proc)
+        return proc
+
+    def start_broker(self, broker_id: int) -> Proc:
+        args = [
+            "-m", "broker_agent.cli",
+            "--broker-id", str(broker_id),
+            "--controllers", ",".join(self.urls),
+            "--status-port", str(self.status_ports[broker_id]),
+            "--status-interval", "2",
+            "--log-format", "json",
+        ]  # fmt: skip
+        for k, v in OVERRIDES.items():
+            args += ["--override", f"{k}={v}"]
+        starts = sum(1 for p in self.group.procs if p.name == f"broker-{broker_id}")
+        proc = Proc(
+            f"broker-{broker_id}", args, self.tmp / "logs" / f"broker-{broker_id}.{starts}.log"
+        )
+        self.brokers[broker_id] = self.group.start(proc)
+        return proc
+
+    # ------------------------------------------------------------ observation
+
+    def quorum(self, node_id: int) -> dict[str, Any] | None:
+        if not self.controllers[node_id].alive():
+            return None
+        try:
+            status, body = http("GET", f"{self.urls[node_id - 1]}/v1/quorum", timeout=2)
+        except OSError:
+            return None
+        return body if status == 200 else None
+
+    def active(self) -> int | None:
+        """The controller that says it leads, once another agrees."""
+        views = {c: self.quorum(c) for c in CONTROLLERS}
+        leaders = [c for c, v in views.items() if v and v.get("state") == "leader"]
+        if len(leaders) != 1:
+            return None
+        lead = leaders[0]
+        epoch = views[lead]["leader_epoch"]
+        agree = [
+            c
+            for c, v in views.items()
+            if c != lead and v and v.get("leader_id") == lead and v.get("leader_epoch") == epoch
+        ]
+        return lead if agree else None
+
+    def get(self, path: str) -> Any:
+        lead = self.active()
+        assert lead is not None, "no active controller"
+        status, body = http("GET", f"{self.urls[lead - 1]}{path}", timeout=3)
+        assert status == 200, (path, status, body)
+        return body
+
+    def post(self, path: str, body: Any) -> Any:
+        lead = self.active()
+        assert lead is not None, "no active controller"
+        status, reply = http("POST", f"{self.urls[lead - 1]}{path}", body, timeout=10)
+        assert status in (200, 201), (path, status, reply)
+        return reply
+
+    def registrations(self) -> dict[int, dict[str, Any]]:
+        return {b["broker_id"]: b for b in self.get("/v1/brokers")}
+
+    def partitions(self) -> list[dict[str, Any]]:
+        return self.get(f"/v1/topics/{TOPIC}")["partitions"]
+
+    def agent(self, broker_id: int, path: str = "/status") -> Any:
+        status, body = http(
+            "GET", f"http://127.0.0.1:{self.status_ports[broker_id]}{path}", timeout=2
+        )
+        assert status == 200
+        return body
+
+    def agent_state(self, broker_id: int) -> dict[str, Any]:
+        return self.agent(broker_id)["agents"][0]
+
+    def running(self, ids: tuple[int, ...] | list[int]) -> bool:
+        regs = self.registrations()
+        for b in ids:
+            st = self.agent_state(b)
+            if st["state"] != "RUNNING":
+                return False
+            if b not in regs or regs[b]["fenced"]:
+                return False
+        return True
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    tmp = tmp_path_factory.mktemp("broker-agents")
+    ports = free_ports(len(CONTROLLERS) + len(BROKERS))
+    cports = dict(zip(CONTROLLERS, ports[: len(CONTROLLERS)], strict=True))
+    sports = dict(zip(BROKERS, ports[len(CONTROLLERS) :], strict=True))
+    voters = ",".join(f"{c}@127.0.0.1:{cports[c]}" for c in CONTROLLERS)
+    group = ProcGroup()
+    c = Cluster(tmp, group, cports, sports, voters, {}, {}, {})
+    try:
+        yield c
+    finally:
+        group.close()
+        for p in group.procs:
+            if "Traceback" in p.log_text():
+                print(f"--- {p.name} log ({p.log_path}) ---\n{p.log_text()[-4000:]}")
+
+
+def best_leader(p: dict[str, Any], fenced: set[int]) -> int:
+    for r in p["replicas"]:
+        if r in p["isr"] and r not in fenced:
+            return r
+    return -1
+
+
+# ---------------------------------------------------------------------- tests
+
+
+def test_all_agents_running_and_unfenced_within_10s(cluster: Cluster) -> None:
+    for node in CONTROLLERS:
+        cluster.start_controller(node)
+    wait_until(cluster.active, 20, what="an active controller")
+    t0 = time.monotonic()
+    for b in BROKERS:
+        cluster.start_broker(b)
+    wait_until(lambda: cluster.running(BROKERS), 10, interval=0.1, what="5 agents RUNNING")
+    took = time.monotonic() - t0
+    assert took < 10
+    regs = cluster.registrations()
+    for b in BROKERS:
+        st = cluster.agent_state(b)
+        assert st["incarnation_id"] == regs[b]["incarnation_id"]
+        assert st["broker_epoch"] == regs[b]["broker_epoch"]
+    cluster.post("/v1/topics", {"name": TOPIC, "partitions": 10, "replication_factor": 3})
+    parts = cluster.partitions()
+    assert all(p["leader"] in BROKERS and len(p["isr"]) == 3 for p in parts)
+
+
+def test_kill9_broker_is_fenced_and_leaders_move_by_best_leader(cluster: Cluster) -> None:
+    parts = cluster.partitions()
+    led: dict[int, list[int]] = {}
+    for p in parts:
+        led.setdefault(p["leader"], []).append(p["partition_id"])
+    victim = max(BROKERS, key=lambda b: len(led.get(b, [])))
+    assert led.get(victim), "the victim leads something"
+    old = cluster.registrations()[victim]
+    cluster.state["victim"] = victim
+    cluster.state["victim_reg"] = old
+    cluster.state["victim_incarnation"] = cluster.agent_state(victim)["incarnation_id"]
+    t0 = time.monotonic()
+    cluster.brokers[victim].kill9()
+    wait_until(
+        lambda: cluster.registrations()[victim]["fenced"],
+        SESSION_MS / 1000 + 2,
+        interval=0.1,
+        what=f"broker {victim} fenced",
+    )
+    fenced_after = time.monotonic() - t0
+    assert fenced_after <= SESSION_MS / 1000 + 2
+    regs = cluster.registrations()
+    fenced = {b for b, r in regs.items() if r["fenced"]}
+    assert fenced == {victim}
+    after = {p["partition_id"]: p for p in cluster.partitions()}
+    for pid in led[victim]:
+        p = after[pid]
+        assert p["leader"] != victim
+        assert p["leader"] == best_leader(p, fenced), p
+        assert victim not in p["isr"] or p["isr"] == [victim]
+    # the agents left standing are still RUNNING
+    assert cluster.running([b for b in BROKERS if b != victim])
+
+
+def test_restarted_broker_has_new_incarnation_and_epoch(cluster: Cluster) -> None:
+    victim = cluster.state["victim"]
+    old = cluster.state["victim_reg"]
+    cluster.start_broker(victim)
+    wait_until(lambda: cluster.running(BROKERS), 15, interval=0.1, what=f"broker {victim} back")
+    reg = cluster.registrations()[victim]
+    st = cluster.agent_state(victim)
+    assert reg["incarnation_id"] != cluster.state["victim_incarnation"]
+    assert reg["incarnation_id"] == st["incarnation_id"]
+    assert reg["broker_epoch"] > old["broker_epoch"]
+    assert st["broker_epoch"] == reg["broker_epoch"]
+    # unfenced only once caught up: its image holds its own registration
+    assert st["metadata_offset"] >= reg["broker_epoch"]
+    # leaders expand the ISRs back to it (AlterPartition; on by default)
+    wait_until(
+        lambda: all(victim in p["isr"] for p in cluster.partitions() if victim in p["replicas"]),
+        15,
+        interval=0.2,
+        what=f"broker {victim} back in every ISR",
+    )
+
+
+def test_sigterm_is_a_controlled_shutdown(cluster: Cluster) -> None:
+    parts = cluster.partitions()
+    leaders = {p["leader"] for p in parts}
+    target = next(b for b in BROKERS if b in leaders and b != cluster.state["victim"])
+    cluster.state["stopped"] = target
+    proc = cluster.brokers[target]
+    proc.signal(signal.SIGTERM)
+    code = proc.popen.wait(20)  # type: ignore[union-attr]
+    assert code == 0
+    # leaderships moved before it exited: the controller granted the shutdown only
+    # after committing them, so the first look after the exit already shows it
+    after = cluster.partitions()
+    assert all(p["leader"] != target for p in after)
+    reg = cluster.registrations()[target]
+    assert reg["in_controlled_shutdown"] or reg["fenced"]
+    text = proc.log_text()
+    states = [
+        json.loads(line)["new"]
+        for line in text.splitlines()
+        if line.startswith("{") and '"event": "broker_state"' in line
+    ]
+    assert states[-2:] == ["PENDING_CONTROLLED_SHUTDOWN", "SHUTTING_DOWN"]
+    assert "Traceback" not in text
+
+
+def test_kill9_active_controller_fences_nobody(cluster: Cluster) -> None:
+    alive = [b for b in BROKERS if cluster.brokers[b].alive()]
+    before = cluster.registrations()
+    assert all(not before[b]["fenced"] for b in alive)
+    lead = cluster.active()
+    assert lead is not None
+    cluster.state["killed_controller"] = lead
+    cluster.controllers[lead].kill9()
+    t0 = time.monotonic()
+    new = wait_until(
+        lambda: (lambda a: a if a is not None and a != lead else None)(cluster.active()),
+        15,
+        interval=0.1,
+        what="a new active controller",
+    )
+    assert new != lead
+    # watch for longer than a session timeout: nobody fenced, every agent RUNNING
+    while time.monotonic() - t0 < SESSION_MS / 1000 + 2:
+        regs = cluster.registrations()
+        assert all(not regs[b]["fenced"] for b in alive), regs
+        assert all(cluster.agent_state(b)["state"] == "RUNNING" for b in alive)
+        time.sleep(0.5)
+    # and every agent now talks to the new active controller
+    wait_until(
+        lambda: all(cluster.agent_state(b)["controller"] == cluster.urls[new - 1] for b in alive),
+        5,
+        what="agents following the new active controller",
+    )
+    cluster.start_controller(lead)
+
+
+def test_broker_images_equal_the_controllers_log(cluster: Cluster) -> None:
+    alive = [b for b in BROKERS if cluster.brokers[b].alive()]
+    lead = cluster.active()
+    assert lead is not None
+    data_dir = cluster.tmp / f"controller-{lead}"
+    for b in alive:
+        image = cluster.agent(b, "/v1/metadata")
+        offset = image["offset"]
+        assert offset > 0
+        expected = replay_log(data_dir, upto_offset=offset)
+        assert expected.offset == offset
+        assert json.loads(json.dumps(expected.to_dict())) == image, f"broker {b} at {offset}"
