@@ -64,6 +64,7 @@ class AgentStats:
     window: deque[float] = field(default_factory=lambda: deque(maxlen=50_000))
     heartbeats: int = 0
     errors: int = 0
+    redirects: int = 0
     alter_partitions: int = 0
 
     def record(self, ms: float) -> None:
@@ -91,12 +92,11 @@ def mono_ms() -> int:
 class AgentSettings:
     heartbeat_interval_ms: int = 2000
     request_timeout_ms: int = 2000  # register / heartbeat: skip a silent controller after this
-    alter_timeout_ms: int = 30_000  # AlterPartition (request.timeout.ms)
     controlled_shutdown_timeout_ms: int = 30_000
     rack: str | None = None
     host: str = "127.0.0.1"
     listener_port: int = 9092
-    isr: IsrConfig = IsrConfig()
+    isr: IsrConfig = IsrConfig()  # AlterPartition: its request_timeout_ms is request.timeout.ms
 
 
 async def post_msgpack(
@@ -237,8 +237,11 @@ class BrokerAgent:
         if status >= 400 or not isinstance(body, dict):
             code = body.get("error_code", f"HTTP_{status}") if isinstance(body, dict) else "NETWORK"
             hint = self.controller_index(body.get("leader_url")) if isinstance(body, dict) else None
-            self.errors += 1
-            self.stats.errors += 1
+            if code == "NOT_CONTROLLER" and hint is not None:
+                self.stats.redirects += 1  # a redirect to the active controller, not a failure
+            else:
+                self.errors += 1
+                self.stats.errors += 1
             if (
                 lc.state is BrokerState.STARTING
                 and send.kind == "register"

@@ -155,7 +155,6 @@ def spec_from_args(args: argparse.Namespace, fleet: bool) -> FleetSpec:
     settings = AgentSettings(
         heartbeat_interval_ms=interval,
         request_timeout_ms=request_timeout,
-        alter_timeout_ms=config["request.timeout.ms"],
         controlled_shutdown_timeout_ms=config["controlled.shutdown.timeout.ms"],
         rack=config.get("broker.rack"),
         listener_port=args.listener_port,

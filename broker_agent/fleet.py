@@ -25,7 +25,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 import aiohttp
@@ -203,8 +203,6 @@ class Fleet:
                 stop_wait = asyncio.create_task(self._wait_forced())
                 tasks.append(stop_wait)
                 await asyncio.wait({done_all, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                if self._signals >= 2:
-                    self.exit_code = max(self.exit_code, 0)
                 codes = [a.exit_code for a in self.agents if a.exit_code is not None]
                 self.exit_code = max([self.exit_code, *codes])
                 print(self.status_line(), file=self.out, flush=True)
@@ -280,6 +278,4 @@ class Fleet:
 
 
 def _with_port(settings: AgentSettings, port: int) -> AgentSettings:
-    from dataclasses import replace
-
     return replace(settings, listener_port=min(port, 65535))

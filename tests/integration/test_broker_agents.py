@@ -11,7 +11,9 @@ cluster in the state the next expects:
 4. SIGTERM to another broker: controlled shutdown, its leaderships have moved
    when it exits, exit code 0;
 5. kill -9 of the active controller: no broker is fenced, all stay RUNNING;
-6. each broker's image equals the controllers' log replayed to the same offset.
+6. each broker's image equals the controllers' log replayed to the same offset;
+7. a broker that starts after the controllers trimmed their logs (snapshots every
+   few KiB, no retention) loads a snapshot (FetchSnapshot) and catches up.
 
 Every process is started here and killed by pid (tests/integration/procs.py).
 Agents run with `--status-port` so the test can read their state and image.
@@ -29,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from metadata_log.errors import MetadataLogError
 from metadata_log.replay import replay_log
 from tests.integration.procs import Proc, ProcGroup, free_ports, http, wait_until
 
@@ -39,9 +42,18 @@ BROKERS = (4, 5, 6, 7, 8)
 HEARTBEAT_MS = 1000
 SESSION_MS = 6000
 TOPIC = "orders"
+LATE_BROKER = 9
 OVERRIDES = {
     "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
     "broker.session.timeout.ms": str(SESSION_MS),
+}
+# Controllers snapshot often and keep no log below their snapshot, so that a late
+# observer must load a snapshot (keys a broker does not use are logged as unused).
+CONTROLLER_OVERRIDES = {
+    **OVERRIDES,
+    "metadata.log.max.record.bytes.between.snapshots": "4096",
+    "metadata.log.segment.bytes": "4096",
+    "metadata.max.retention.bytes": "0",
 }
 
 
@@ -67,7 +79,7 @@ class Cluster:
             "--voters", self.voters,
             "--data-dir", str(self.tmp / f"controller-{node_id}"),
         ]  # fmt: skip
-        for k, v in OVERRIDES.items():
+        for k, v in CONTROLLER_OVERRIDES.items():
             args += ["--override", f"{k}={v}"]
         starts = sum(1 for p in self.group.procs if p.name == f"controller-{node_id}")
         proc = Proc(
@@ -164,9 +176,10 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("broker-agents")
-    ports = free_ports(len(CONTROLLERS) + len(BROKERS))
+    brokers = (*BROKERS, LATE_BROKER)
+    ports = free_ports(len(CONTROLLERS) + len(brokers))
     cports = dict(zip(CONTROLLERS, ports[: len(CONTROLLERS)], strict=True))
-    sports = dict(zip(BROKERS, ports[len(CONTROLLERS) :], strict=True))
+    sports = dict(zip(brokers, ports[len(CONTROLLERS) :], strict=True))
     voters = ",".join(f"{c}@127.0.0.1:{cports[c]}" for c in CONTROLLERS)
     group = ProcGroup()
     c = Cluster(tmp, group, cports, sports, voters, {}, {}, {})
@@ -321,15 +334,44 @@ def test_kill9_active_controller_fences_nobody(cluster: Cluster) -> None:
     cluster.start_controller(lead)
 
 
-def test_broker_images_equal_the_controllers_log(cluster: Cluster) -> None:
-    alive = [b for b in BROKERS if cluster.brokers[b].alive()]
+def image_matches_log(cluster: Cluster, broker_id: int) -> bool:
+    """The broker's image equals the active controller's log replayed to its offset.
+
+    A snapshot written (and the log below it trimmed) between the two reads can
+    leave nothing to replay that exact offset from: that read is retried."""
     lead = cluster.active()
     assert lead is not None
-    data_dir = cluster.tmp / f"controller-{lead}"
+    image = cluster.agent(broker_id, "/v1/metadata")
+    offset = image["offset"]
+    assert offset > 0
+    try:
+        expected = replay_log(cluster.tmp / f"controller-{lead}", upto_offset=offset)
+    except MetadataLogError:
+        return False
+    if expected.offset != offset:
+        return False
+    assert json.loads(json.dumps(expected.to_dict())) == image, f"broker {broker_id} at {offset}"
+    return True
+
+
+def test_broker_images_equal_the_controllers_log(cluster: Cluster) -> None:
+    alive = [b for b in BROKERS if cluster.brokers[b].alive()]
     for b in alive:
-        image = cluster.agent(b, "/v1/metadata")
-        offset = image["offset"]
-        assert offset > 0
-        expected = replay_log(data_dir, upto_offset=offset)
-        assert expected.offset == offset
-        assert json.loads(json.dumps(expected.to_dict())) == image, f"broker {b} at {offset}"
+        wait_until(lambda b=b: image_matches_log(cluster, b), 10, what=f"broker {b}'s image")
+
+
+def test_late_broker_loads_a_snapshot(cluster: Cluster) -> None:
+    lead = cluster.active()
+    assert lead is not None
+    wait_until(
+        lambda: (cluster.quorum(lead) or {}).get("log_start_offset", 0) > 0,
+        40,
+        interval=0.5,
+        what="the active controller's log to start past 0 (snapshot + trim)",
+    )
+    cluster.start_broker(LATE_BROKER)
+    wait_until(lambda: cluster.running([LATE_BROKER]), 15, interval=0.1, what="the late broker")
+    follower = cluster.agent(LATE_BROKER)["follower"]
+    assert follower["snapshots_loaded"] >= 1
+    assert follower["caught_up"]
+    wait_until(lambda: image_matches_log(cluster, LATE_BROKER), 10, what="the late broker's image")

@@ -1,0 +1,116 @@
+"""`broker-agent` argument and config handling (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import pytest
+
+from broker_agent.agent import AgentStats, percentile
+from broker_agent.cli import (
+    DEFAULT_LAG_PROBABILITY,
+    build_fleet_parser,
+    build_parser,
+    main,
+    spec_from_args,
+)
+from broker_agent.fleet import Fleet
+from kraft.config import ConfigError
+
+URLS = "http://127.0.0.1:1,http://127.0.0.1:2/"
+
+
+def single(*extra: str):  # noqa: ANN201
+    return spec_from_args(
+        build_parser().parse_args(["--broker-id", "4", "--controllers", URLS, *extra]), False
+    )
+
+
+def fleet(*extra: str):  # noqa: ANN201
+    args = build_fleet_parser().parse_args(
+        ["--count", "3", "--first-id", "10", "--controllers", URLS, *extra]
+    )
+    return spec_from_args(args, True)
+
+
+def test_defaults_are_kafkas() -> None:
+    spec = single()
+    assert spec.first_id == 4 and spec.count == 1
+    assert spec.controllers == ("http://127.0.0.1:1", "http://127.0.0.1:2")
+    s = spec.settings
+    assert s.heartbeat_interval_ms == 2000
+    assert s.request_timeout_ms == 2000
+    assert s.controlled_shutdown_timeout_ms == 30_000
+    assert s.isr.expansion_enabled and s.isr.lag_probability == 0.0
+    assert spec.raft.fetch_max_wait_ms == 500
+
+
+def test_overrides_and_config_file(tmp_path) -> None:  # noqa: ANN001
+    cfg = tmp_path / "broker.properties"
+    cfg.write_text("broker.heartbeat.interval.ms=500\nbroker.rack=r1\nsome.other.key=1\n")
+    spec = single(
+        "--config", str(cfg), "--override", "broker.heartbeat.interval.ms=700", "--rack", "r2"
+    )
+    assert spec.settings.heartbeat_interval_ms == 700  # --override wins over the file
+    assert spec.settings.rack == "r2"  # the flag wins over both
+
+
+def test_simulated_lag_flag_and_fleet_default() -> None:
+    assert single("--simulate-lag").settings.isr.lag_probability == DEFAULT_LAG_PROBABILITY
+    assert (
+        single("--override", "broker.simulated.lag.probability=0.3").settings.isr.lag_probability
+        == 0.3
+    )
+    assert fleet().settings.isr.lag_probability == DEFAULT_LAG_PROBABILITY  # on in fleets
+    assert fleet("--no-simulate-lag").settings.isr.lag_probability == 0.0
+    assert fleet().count == 3 and fleet().first_id == 10
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "broker.heartbeat.interval.ms=abc",
+        "broker.simulated.lag.probability=2",
+        "broker.simulated.lag.probability=x",
+        "broker.heartbeat.interval.ms=9000",  # not below the session timeout
+    ],
+)
+def test_bad_values_are_errors(override: str) -> None:
+    with pytest.raises(ConfigError):
+        single("--override", override)
+
+
+def test_user_errors_exit_2_without_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--broker-id", "4", "--controllers", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "must start with http" in err and "Traceback" not in err
+    assert main(["--broker-id", "4", "--controllers", URLS, "--override", "x"]) == 2
+
+
+def test_percentile() -> None:
+    assert percentile([], 0.99) is None
+    values = [float(i) for i in range(1, 101)]
+    assert percentile(values, 0.99) == 100.0
+    assert percentile(values, 0.5) == 51.0
+    stats = AgentStats()
+    for v in values:
+        stats.record(v)
+    assert len(stats.take_window()) == 100 and not stats.window
+
+
+async def test_every_agent_start_has_a_fresh_incarnation() -> None:
+    # Agents are built (not run): a fleet gives each its own incarnation, and a new
+    # Fleet (a process restart) gives new ones again.
+    spec = fleet()
+
+    async def incarnations() -> list[str]:
+        f = Fleet(spec, out=io.StringIO())
+        f.shutdown()  # stop before anything is sent
+        task = asyncio.create_task(f.run())
+        await asyncio.wait_for(task, 10)
+        return [a.incarnation_id for a in f.agents]
+
+    first = await incarnations()
+    second = await incarnations()
+    assert len(set(first)) == 3 and not set(first) & set(second)
