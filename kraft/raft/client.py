@@ -233,13 +233,21 @@ class RaftClient:
             raise RuntimeError("register the listener before start()")
         self.listener = listener
 
-    async def start(self) -> None:
+    async def start(self, started_ms: int | None = None) -> None:
         """Read the quorum-state file and the log, load the newest snapshot into the
-        listener, and start driving the core."""
+        listener, and start driving the core.
+
+        `started_ms`: when this node started waiting for a leader (e.g. the process
+        start), from which its first election / fetch timeout counts; default now.
+        Start-up work (imports, log recovery) then does not add to the time a fresh
+        quorum takes to elect its first leader.
+        """
         loop = asyncio.get_running_loop()
         self.failed = loop.create_future()
         election = self.quorum_state.read()
         now = self.clock()
+        if started_ms is not None:
+            now = min(now, max(started_ms, now - self.config.election_timeout_ms))
         self.core = RaftCore(
             self.node_id,
             self.voter_urls.keys(),

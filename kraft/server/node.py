@@ -92,6 +92,24 @@ class FormatError(Exception):
 # ---------------------------------------------------------------------- format
 
 
+def process_start_ms() -> int | None:
+    """When this process started (wall clock ms, 10 ms resolution); None if unknown.
+
+    Read from /proc (Linux): the process's start in clock ticks since boot and
+    the system uptime give its age.
+    """
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        start_s = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+        with open("/proc/uptime") as f:
+            uptime_s = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    age_ms = max(0, int((uptime_s - start_s) * 1000))
+    return int(time.time() * 1000) - age_ms
+
+
 def derive_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
     """A Kafka-shaped cluster id (22 base64url chars of 16 bytes) from the voter set.
 
@@ -343,7 +361,7 @@ class ControllerNode:
             await self._runner.cleanup()
             raise OSError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
         self.service.start()
-        await self.raft.start()
+        await self.raft.start(process_start_ms())
         log.info(
             "controller started",
             extra={
@@ -628,6 +646,7 @@ async def serve(settings: NodeSettings) -> int:
 
 def run_controller(args: Any) -> int:
     """`kraft controller ...`: user errors are one line on stderr, never a traceback."""
+    import signal
     import sys
 
     from kraft.logs import setup_logging
@@ -646,3 +665,8 @@ def run_controller(args: Any) -> int:
         return 1
     except KeyboardInterrupt:
         return 0
+    finally:
+        # The node has stopped; a repeated SIGTERM while the interpreter winds down
+        # (worker threads, atexit) must not turn a clean exit into a signal death.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
