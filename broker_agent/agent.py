@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import aiohttp
 import msgpack
 
+from broker_agent.follower import wait_event
 from broker_agent.isr import AlterSend, IsrConfig, IsrManager
 from broker_agent.lifecycle import BrokerLifecycle, BrokerState, LifecycleConfig, Output, Send
 from metadata_log.image import MetadataImage
@@ -153,6 +154,7 @@ class BrokerAgent:
         self._tasks: set[asyncio.Task[None]] = set()
         self.exit_code: int | None = None
         self._shutdown_requested = False
+        self._stopped = False
         self.errors = 0
         metadata.subscribe(self._on_metadata)
 
@@ -335,7 +337,7 @@ class BrokerAgent:
         """Drive the lifecycle until it exits (controlled shutdown, timeout or a fatal error)."""
         try:
             cluster_id = None
-            while cluster_id is None and not self._shutdown_requested:
+            while cluster_id is None and not self._shutdown_requested and not self._stopped:
                 cluster_id = await self.metadata.wait_cluster_id(1.0)
             if cluster_id is None:
                 return 0  # asked to stop before we ever found the quorum
@@ -344,7 +346,7 @@ class BrokerAgent:
                 self.shutdown()
             lc = self.lifecycle
             assert lc is not None
-            while self.exit_code is None:
+            while self.exit_code is None and not self._stopped:
                 now = self.clock()
                 lc.set_metadata_offset(self.metadata.committed_offset, now)
                 self._apply(lc.tick(now))
@@ -356,8 +358,7 @@ class BrokerAgent:
                     wake = min(wake, isr_wake)
                 delay = max(0.0, (wake - self.clock()) / 1000)
                 self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=min(delay, 5.0))
+                await wait_event(self._wake, min(delay, 5.0))
         finally:
             for t in list(self._tasks):
                 t.cancel()
@@ -393,6 +394,11 @@ class BrokerAgent:
             ),
         )
         self.lifecycle = BrokerLifecycle(config, len(self.controllers), self.rng, self.clock())
+
+    def stop(self) -> None:
+        """Stop at once, without a controlled shutdown (a second signal, teardown)."""
+        self._stopped = True
+        self._wake.set()
 
     def shutdown(self) -> None:
         """SIGTERM/SIGINT: start a controlled shutdown (bounded by its timeout)."""

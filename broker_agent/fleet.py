@@ -32,7 +32,7 @@ import aiohttp
 from aiohttp import web
 
 from broker_agent.agent import AgentSettings, AgentStats, BrokerAgent, percentile
-from broker_agent.follower import MetadataFollower
+from broker_agent.follower import MetadataFollower, wait_event
 from broker_agent.lifecycle import BrokerState
 from kraft.raft.config import RaftConfig
 
@@ -207,6 +207,8 @@ class Fleet:
                 self.exit_code = max([self.exit_code, *codes])
                 print(self.status_line(), file=self.out, flush=True)
             finally:
+                for a in self.agents:
+                    a.stop()  # a forced exit (second signal) or an error: stop at once
                 if self.follower is not None:
                     self.follower.stop()
                 for t in tasks:
@@ -225,9 +227,8 @@ class Fleet:
 
     async def _run_agent(self, agent: BrokerAgent, delay_s: float) -> int:
         if delay_s > 0:
-            with contextlib.suppress(TimeoutError):
-                # a shutdown during the ramp ends the wait early
-                await asyncio.wait_for(self._stopping.wait(), delay_s)
+            # a shutdown during the ramp ends the wait early
+            await wait_event(self._stopping, delay_s)
         if self._signals:
             agent.shutdown()
         try:

@@ -48,6 +48,18 @@ from metadata_log.snapshot import SnapshotId
 
 log = logging.getLogger("broker_agent.follower")
 
+
+async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
+    """Wait for `event` at most `timeout_s`; True if it is set (cancellation-safe,
+    unlike asyncio.wait_for on Python 3.11)."""
+    try:
+        async with asyncio.timeout(max(0.0, timeout_s)):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
 PartitionKey = tuple[str, int]  # (topic_id, partition_id)
 
 
@@ -348,8 +360,7 @@ class MetadataFollower:
 
     async def wait_cluster_id(self, timeout_s: float) -> str | None:
         """The cluster id once the quorum is discovered (None after `timeout_s`)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._ready_event.wait(), timeout_s)
+        await wait_event(self._ready_event, timeout_s)
         return None if self.quorum is None else self.quorum.cluster_id
 
     def status(self) -> dict[str, Any]:
@@ -428,8 +439,7 @@ class MetadataFollower:
                 # A controller that was down at start: learn its URL later (bounded).
                 if len(q.urls) < len(q.voters):
                     await self._rediscover()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop_event.wait(), 5.0)
+                await wait_event(self._stop_event, 5.0)
         finally:
             self._ready_event.set()
             if self.client is not None:
@@ -462,8 +472,7 @@ class MetadataFollower:
                 return
             delay = min(self.max_discovery_backoff_s, backoff) * self.rng.uniform(0.8, 1.2)
             backoff *= 2
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop_event.wait(), delay)
+            await wait_event(self._stop_event, delay)
 
     async def _rediscover(self) -> None:
         info = await discover_quorum(

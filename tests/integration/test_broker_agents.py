@@ -375,3 +375,25 @@ def test_late_broker_loads_a_snapshot(cluster: Cluster) -> None:
     assert follower["snapshots_loaded"] >= 1
     assert follower["caught_up"]
     wait_until(lambda: image_matches_log(cluster, LATE_BROKER), 10, what="the late broker's image")
+
+
+def test_second_signal_stops_a_stuck_controlled_shutdown(cluster: Cluster) -> None:
+    # With every controller paused the controlled shutdown cannot finish; a second
+    # signal ends the wait at once (exit 0), as Ctrl-C twice does.
+    target = LATE_BROKER
+    proc = cluster.brokers[target]
+    for c in CONTROLLERS:
+        cluster.controllers[c].signal(signal.SIGSTOP)
+    try:
+        proc.signal(signal.SIGTERM)
+        time.sleep(1.0)
+        assert proc.alive()
+        t0 = time.monotonic()
+        proc.signal(signal.SIGINT)
+        code = proc.popen.wait(10)  # type: ignore[union-attr]
+        assert code == 0
+        assert time.monotonic() - t0 < 5
+    finally:
+        for c in CONTROLLERS:
+            cluster.controllers[c].signal(signal.SIGCONT)
+    assert "second signal" in proc.log_text()
