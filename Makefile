@@ -30,6 +30,8 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The deterministic simulator: SIM_SEEDS seeds over min(2, CPUs) processes;
+# SIM_SEED=N replays one seed (SIM_TRACE=1 adds the event trace to a failure).
 sim: install
 	SIM_SEEDS=$(SIM_SEEDS) $(BIN)/python -m pytest -q -p no:cacheprovider tests/sim
 

@@ -45,6 +45,7 @@ from kraft.raft.messages import (
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
     POSITION_OUT_OF_RANGE,
+    RESPONSE_TYPES,
     SNAPSHOT_NOT_FOUND,
     UNKNOWN_LEADER_EPOCH,
     BeginQuorumEpochRequest,
@@ -247,13 +248,15 @@ class RaftCore:
 
     def _set_state(self, state: QuorumState) -> None:
         old = self.state
-        if isinstance(old, Leader) and not isinstance(state, Leader):
-            # Parked fetches belong to the leader: answer them with the news.
-            for parked in self._purgatory.complete_all():
-                self._responses.append((parked.correlation, self._fetch_error(parked.request)))
         self.state = state
         self._fetch_correlation = None
         self._snapshot_fetch = None
+        if isinstance(old, Leader) and not isinstance(state, Leader):
+            # Parked fetches belong to the leader: answer them with the news,
+            # computed from the new state so that the fetcher learns the new
+            # epoch (FENCED_LEADER_EPOCH) or that we no longer lead.
+            for parked in self._purgatory.complete_all():
+                self._responses.append((parked.correlation, self._fetch_error(parked.request)))
 
     def _become_unattached(self, epoch: int, voted_id: int | None = None) -> None:
         deadline = self._election_timeout() if self.is_voter else None
@@ -263,9 +266,7 @@ class RaftCore:
     def _become_follower(self, epoch: int, leader_id: int) -> None:
         voted = self._election.voted_id if self._election.leader_epoch == epoch else None
         self._persist(ElectionState(epoch, leader_id, voted))
-        self._set_state(
-            Follower(epoch, leader_id, voted, self._now + self.config.fetch_timeout_ms)
-        )
+        self._set_state(Follower(epoch, leader_id, voted, self._now + self.config.fetch_timeout_ms))
 
     def _become_prospective(self) -> None:
         s = self.state
@@ -277,16 +278,7 @@ class RaftCore:
         if len(p.granted) >= self._majority():
             self._become_candidate()
             return
-        req = VoteRequest(
-            self.cluster_id,
-            self.node_id,
-            s.epoch + 1,
-            self.log.latest_epoch,
-            self.log.end_offset,
-            pre_vote=True,
-        )
-        for v in sorted(self.voters - {self.node_id}):
-            self._send(v, req, self._now + self.config.election_timeout_ms)
+        self._send_votes()
 
     def _become_candidate(self) -> None:
         epoch = self.epoch + 1
@@ -297,10 +289,31 @@ class RaftCore:
         if len(c.granted) >= self._majority():
             self._become_leader()
             return
+        self._send_votes()
+
+    def _send_votes(self) -> None:
+        """(Pre-)vote requests to every voter that has not answered and has none in
+        flight. A failed request is retried after the backoff (the peer may just be
+        starting), so one lost message does not cost a whole election timeout."""
+        s = self.state
+        assert isinstance(s, Prospective | Candidate)
+        pre_vote = isinstance(s, Prospective)
         req = VoteRequest(
-            self.cluster_id, self.node_id, epoch, self.log.latest_epoch, self.log.end_offset
+            self.cluster_id,
+            self.node_id,
+            s.epoch + 1 if pre_vote else s.epoch,
+            self._last_epoch(),
+            self.log.end_offset,
+            pre_vote=pre_vote,
         )
+        busy = {inf.destination for inf in self._inflight.values() if inf.state is s}
         for v in sorted(self.voters - {self.node_id}):
+            if v in s.granted or v in s.rejected or v in busy:
+                continue
+            if self._now < s.next_send_ms.get(v, 0):
+                continue
+            # Never later than the election deadline, when the state is replaced.
+            s.next_send_ms[v] = s.election_deadline_ms
             self._send(v, req, self._now + self.config.election_timeout_ms)
 
     def _become_leader(self) -> None:
@@ -355,7 +368,42 @@ class RaftCore:
         return NO_LEADER if lid is None else lid
 
     def _log_up_to_date(self, last_epoch: int, end_offset: int) -> bool:
-        return (last_epoch, end_offset) >= (self.log.latest_epoch, self.log.end_offset)
+        return (last_epoch, end_offset) >= (self._last_epoch(), self.log.end_offset)
+
+    def _last_epoch(self) -> int:
+        """The epoch of the last offset this node holds (Kafka's lastFetchedEpoch).
+
+        When the log is empty past a snapshot, the last offset is the snapshot's,
+        so is its epoch: the log's epoch cache may not say (an emptied log keeps
+        the epoch that was in effect at its start, which can be a later one).
+        """
+        log = self.log
+        if log.end_offset == log.start_offset:
+            snap = log.latest_snapshot_id()
+            if snap is not None and snap.end_offset == log.end_offset:
+                return snap.epoch
+        return log.latest_epoch
+
+    def _end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """log.end_offset_for_epoch, knowing the epoch of the snapshot the log starts at.
+
+        After the log is trimmed to a snapshot, its epoch cache starts with the
+        epoch of the first batch kept: the snapshot's own epoch (that of its last
+        offset) is gone from it. A follower that loaded that snapshot fetches with
+        it as its last epoch, and must be told it matches, or it would load the
+        same snapshot again forever.
+        """
+        log = self.log
+        found, end = log.end_offset_for_epoch(epoch)
+        snap = log.latest_snapshot_id()
+        if snap is not None and snap.end_offset == log.start_offset and found < snap.epoch <= epoch:
+            end = log.end_offset
+            for e, start in log.epoch_entries():
+                if e > snap.epoch:
+                    end = max(start, snap.end_offset)
+                    break
+            return snap.epoch, end
+        return found, end
 
     def _maybe_learn(self, epoch: int, leader_id: int) -> bool:
         """Kafka's maybeHandleCommonResponse: move to a newer epoch or a newly known leader.
@@ -368,12 +416,19 @@ class RaftCore:
             else:
                 self._become_unattached(epoch)
             return True
+        s = self.state
         if (
             epoch == self.epoch
             and leader_id != NO_LEADER
             and leader_id != self.node_id
-            and isinstance(self.state, Unattached | Prospective | Candidate)
+            and isinstance(s, Unattached | Prospective | Candidate)
         ):
+            if isinstance(s, Prospective) and s.leader_id == leader_id:
+                # The leader we lost contact with: voters that still name it may
+                # have lost it too (their pre-votes say). Going back to it now
+                # would stop the election that replaces a dead leader; the
+                # election timeout takes us back to it if it is alive.
+                return False
             self._become_follower(epoch, leader_id)
             return True
         return False
@@ -383,9 +438,7 @@ class RaftCore:
     def handle(self, message: Any, now_ms: int, correlation: int) -> None:
         """Request or response, dispatched (the correlation is the shell's for a
         request, ours for a response)."""
-        if isinstance(message, VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse):
-            self.handle_response(correlation, message, now_ms)
-        elif isinstance(message, FetchResponse | FetchSnapshotResponse):
+        if isinstance(message, RESPONSE_TYPES):
             self.handle_response(correlation, message, now_ms)
         else:
             self.handle_request(message, now_ms, correlation)
@@ -443,15 +496,24 @@ class RaftCore:
         if req.candidate_epoch <= self.epoch:
             return False  # the prospective is behind: our response tells it the epoch
         if isinstance(s, Leader):
+            if req.candidate_epoch > s.epoch + 1:
+                # The prospective already sits in an epoch above ours (it became a
+                # candidate there and lost touch). Followers of this healthy leader
+                # reject its pre-votes and it cannot go back to our epoch, so it
+                # would stay out of the quorum for good: step down into its epoch,
+                # as etcd's leader does when a node answers with a higher term.
+                # A node merely partitioned away never gets here: without a
+                # majority of pre-votes its epoch does not move.
+                self._become_unattached(req.candidate_epoch - 1)
             return False
         if (
             isinstance(s, Follower)
+            and s.leader_contacted
             and not s.leader_resigned
             and self._now < s.fetch_deadline_ms
-            and req.candidate_epoch == self.epoch + 1
         ):
             # We heard from a live leader within the fetch timeout: a node that
-            # rejoins after a partition must not unseat it.
+            # rejoins after a partition must not unseat it (whatever epoch it asks).
             return False
         return self._log_up_to_date(req.last_offset_epoch, req.last_offset)
 
@@ -504,6 +566,9 @@ class RaftCore:
                 self._become_follower(req.leader_epoch, req.leader_id)
             else:
                 s.fetch_deadline_ms = self._now + self.config.fetch_timeout_ms
+            f = self.state
+            if isinstance(f, Follower):
+                f.leader_contacted = True
             err = NONE
         self._respond(correlation, BeginQuorumEpochResponse(err, self._known_leader(), self.epoch))
 
@@ -571,7 +636,7 @@ class RaftCore:
                 return
             diverging = None
         else:
-            epoch, end = log.end_offset_for_epoch(req.last_fetched_epoch)
+            epoch, end = self._end_offset_for_epoch(req.last_fetched_epoch)
             if epoch == req.last_fetched_epoch and end >= req.fetch_offset:
                 diverging = None
             elif end < start and start > 0:
@@ -594,10 +659,14 @@ class RaftCore:
             )
             return
         hw_moved = self._maybe_advance_hw()
+        # The fetcher already knows our high watermark (or did not say): nothing
+        # to tell it yet. A fetcher whose HW is behind learns ours at once.
+        hw_known = req.high_watermark < 0 or req.high_watermark >= self.high_watermark
         if (
             req.fetch_offset >= log.end_offset
             and req.max_wait_ms > 0
             and not hw_moved
+            and hw_known
             and replica is not None
         ):
             # Nothing new: a long poll until data arrives, the HW moves, or max wait.
@@ -687,6 +756,8 @@ class RaftCore:
         s = self.state
         if resp.error != NONE:
             self._fetch_backoff_until = self._now + self.config.retry_backoff_ms
+            if not isinstance(s, Follower):
+                self._bootstrap_index += 1  # that voter does not know the leader either
             return
         if (
             not isinstance(s, Follower)
@@ -697,25 +768,34 @@ class RaftCore:
             return
         s.fetch_deadline_ms = self._now + self.config.fetch_timeout_ms
         s.leader_resigned = False
+        s.leader_contacted = True
         log = self.log
         if resp.diverging_epoch is not None:
             d = resp.diverging_epoch
-            local_epoch, local_end = log.end_offset_for_epoch(d.epoch)
-            target = d.end_offset if local_epoch != d.epoch else min(d.end_offset, local_end)
-            target = min(target, log.end_offset)
+            # Our own end of the largest epoch <= the leader's diverging epoch:
+            # everything after it is in epochs the leader's log does not have
+            # there, so it goes. When our epoch is the leader's, its end may be
+            # past the leader's (uncommitted data of a deposed leader): take the
+            # smaller. No local epoch that old: the whole log goes. (Taking the
+            # leader's end offset when the epochs differ can keep a batch of a
+            # foreign epoch at the end, and the next fetch diverges at the same
+            # place forever.)
+            local_epoch, local_end = self._end_offset_for_epoch(d.epoch)
+            target = log.start_offset if local_epoch < 0 else min(d.end_offset, local_end)
+            target = max(min(target, log.end_offset), log.start_offset)
             if target < self.high_watermark:
                 raise TruncationBelowHighWatermarkError(
                     f"node {self.node_id}: truncation to {target} below HW {self.high_watermark}"
                 )
             log.truncate_to(target)
+            self._flush_requested = min(self._flush_requested, log.end_offset)
             return
         if resp.snapshot_id is not None:
             sid = resp.snapshot_id
             self._snapshot_fetch = _SnapshotFetch(sid, s.leader_id, s.epoch, bytearray())
             return
-        if resp.records:
-            if not self._append_fetched(resp.records):
-                return
+        if resp.records and not self._append_fetched(resp.records):
+            return
         self._update_follower_hw(resp.high_watermark)
 
     def _append_fetched(self, records: bytes) -> bool:
@@ -784,11 +864,13 @@ class RaftCore:
             self._fetch_backoff_until = self._now + self.config.retry_backoff_ms
             return
         s.fetch_deadline_ms = self._now + self.config.fetch_timeout_ms
+        s.leader_contacted = True
         if resp.position != len(sf.data):
             return
         sf.data += resp.chunk
         if len(sf.data) >= resp.size:
             self.log.install_snapshot(sf.snapshot_id, bytes(sf.data))
+            self._flush_requested = min(self._flush_requested, self.log.end_offset)
             self._snapshot_fetch = None
             if sf.snapshot_id.end_offset > self.high_watermark:
                 self.high_watermark = sf.snapshot_id.end_offset
@@ -827,7 +909,7 @@ class RaftCore:
             if not isinstance(self.state, Follower):
                 self._bootstrap_index += 1  # try the next voter
         s = self.state
-        if isinstance(s, Leader | Resigned) and inf.state is s:
+        if isinstance(s, Leader | Resigned | Prospective | Candidate) and inf.state is s:
             s.next_send_ms[inf.destination] = self._now + self.config.retry_backoff_ms
 
     # ================================================================== leader API
@@ -873,6 +955,36 @@ class RaftCore:
             self._become_resigned(tuple(r.node_id for r in others))
         self._after()
 
+    def snapshot_id_at(self, end_offset: int) -> SnapshotId:
+        """The id for a snapshot of the state machine up to `end_offset` (exclusive).
+
+        For the state machine, on any node: `end_offset` must be committed (at
+        most the high watermark), inside the log, and the end of a batch (an
+        offset the state machine has applied up to). The epoch is that of the
+        last offset the snapshot contains, as Kafka names snapshots. The caller
+        writes the snapshot through its log; the core then serves it to
+        followers behind the log start.
+        """
+        log = self.log
+        if end_offset > self.high_watermark:
+            raise ValueError(
+                f"snapshot at {end_offset} is past the high watermark {self.high_watermark}"
+            )
+        if end_offset <= log.start_offset:
+            snap = log.latest_snapshot_id()
+            if snap is not None and snap.end_offset == end_offset:
+                return snap
+            raise ValueError(f"snapshot at {end_offset} is below the log start {log.start_offset}")
+        last = end_offset - 1
+        epoch = -1
+        for e, start in log.epoch_entries():
+            if start > last:
+                break
+            epoch = e
+        if epoch < 0:
+            raise ValueError(f"no epoch known for offset {last}")
+        return SnapshotId(end_offset, epoch)
+
     def _wake_fetches(self) -> None:
         s = self.state
         if isinstance(s, Leader):
@@ -912,7 +1024,12 @@ class RaftCore:
         elif isinstance(s, Unattached | Prospective | Candidate | Resigned):
             deadline = s.election_deadline_ms
             if deadline is not None and now >= deadline and self.is_voter:
-                self._become_prospective()
+                if isinstance(s, Prospective) and s.leader_id is not None:
+                    # Lost the pre-vote: back to the leader we knew (KIP-996), to
+                    # fetch from it again; a dead one times out once more.
+                    self._become_follower(s.epoch, s.leader_id)
+                else:
+                    self._become_prospective()
         self._after()
 
     def next_wake_ms(self) -> int:
@@ -933,8 +1050,18 @@ class RaftCore:
             times.append(s.fetch_deadline_ms)
         elif s.election_deadline_ms is not None:
             times.append(s.election_deadline_ms)
-        if self._fetch_correlation is None and self._wants_fetch():
+        if (
+            self._fetch_correlation is None
+            and self._wants_fetch()
+            and self.log.flushed_offset >= self.log.end_offset
+        ):
+            # (While the log waits for its flush, on_flushed sends the fetch: a
+            # timer then would only make the shell spin.)
             times.append(self._fetch_backoff_until)
+        elif isinstance(s, Prospective | Candidate):
+            times.extend(
+                t for v, t in s.next_send_ms.items() if v not in s.granted and v not in s.rejected
+            )
         return max(min(times), self._now) if times else self._now + 60_000
 
     # ================================================================= polling
@@ -950,6 +1077,8 @@ class RaftCore:
             self._send_begin_quorum()
         elif isinstance(s, Resigned):
             self._send_end_quorum()
+        elif isinstance(s, Prospective | Candidate) and s.next_send_ms:
+            self._send_votes()
         if not self._wants_fetch() or self._fetch_correlation is not None:
             return
         if self._now < self._fetch_backoff_until:
@@ -982,9 +1111,10 @@ class RaftCore:
                 self.is_voter,
                 s.epoch,
                 log.end_offset,
-                log.latest_epoch,
+                self._last_epoch(),
                 self.config.fetch_max_wait_ms,
                 self.config.fetch_max_bytes,
+                self.high_watermark,
             )
         self._fetch_correlation = self._send(destination, req, self._now + timeout)
 
@@ -997,9 +1127,7 @@ class RaftCore:
     def _send_end_quorum(self) -> None:
         s = self.state
         assert isinstance(s, Resigned)
-        req = EndQuorumEpochRequest(
-            self.cluster_id, self.node_id, s.epoch, s.preferred_successors
-        )
+        req = EndQuorumEpochRequest(self.cluster_id, self.node_id, s.epoch, s.preferred_successors)
         self._resend(s, req)
 
     def _resend(self, s: Leader | Resigned, req: RaftRequest) -> None:

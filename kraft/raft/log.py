@@ -14,7 +14,10 @@ Contract details the core relies on:
 - end_offset_for_epoch(e) answers (largest known epoch <= e, where it ended) or
   (-1, -1), Kafka's semantics; the epoch a snapshot reset the log to is known;
 - latest_epoch is the epoch of the last batch (or of the snapshot the log was
-  reset to), 0 for an empty log.
+  reset to), 0 for an empty log. A log trimmed to a snapshot and then emptied
+  by truncate_to reports the snapshot's epoch (that of offset start - 1), so a
+  follower can append batches of that epoch again. (The core does not rely on
+  latest_epoch for an emptied log: it asks latest_snapshot_id.)
 """
 
 from __future__ import annotations

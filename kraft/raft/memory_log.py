@@ -77,12 +77,17 @@ class MemoryLog:
         self._end = header.next_offset
         return header
 
-    def flush(self) -> None:
-        self._flushed = self._end
+    def flush(self, offset: int | None = None) -> None:
+        """Make the log durable up to `offset` (default: its end), as an fsync
+        that began when the log ended there."""
+        target = self._end if offset is None else min(offset, self._end)
+        self._flushed = max(self._flushed, target)
 
     def read(self, from_offset: int, max_bytes: int) -> bytes:
         if from_offset < self._start or from_offset > self._end:
             raise OffsetOutOfRangeError(from_offset, self._start, self._end)
+        if from_offset == self._end:
+            return b""
         i = bisect.bisect_right(self._bases, from_offset) - 1
         if i < 0:
             i = 0
@@ -100,6 +105,11 @@ class MemoryLog:
     def batches(self) -> list[tuple[BatchHeader, bytes]]:
         """Every batch in the log (for checkers)."""
         return list(self._batches)
+
+    def batches_from(self, offset: int) -> list[tuple[BatchHeader, bytes]]:
+        """The batches from the one holding `offset` to the end (for checkers)."""
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        return self._batches[i:]
 
     def truncate_to(self, offset: int) -> int:
         if offset >= self._end:
@@ -129,8 +139,14 @@ class MemoryLog:
         del self._batches[:n]
         del self._bases[:n]
         self._start = self._batches[0][0].base_offset if self._batches else offset
-        self._start_epoch = self._cache.epoch_for_offset(self._start)
+        # What an emptied log reports as its last epoch: that of the last offset
+        # before its start (the snapshot's), not that of the first batch kept,
+        # which a truncation may remove (a follower must then be able to append
+        # batches of the snapshot's epoch again).
+        self._start_epoch = self._cache.epoch_for_offset(self._start - 1)
         self._cache.truncate_from_start(self._start)
+        # What lies below the start is covered by a durable snapshot.
+        self._flushed = max(self._flushed, self._start)
         return self._start
 
     def _truncate_cache(self, new_end: int) -> None:
@@ -173,7 +189,8 @@ class MemoryLog:
     # ---------------------------------------------------------------- faults
 
     def crash(self) -> None:
-        """Power loss: every batch past the last flush is gone."""
+        """Power loss: every batch past the last flush is gone (snapshots stay)."""
+        self._flushed = max(self._flushed, self._start)
         if self._flushed < self._end:
             i = bisect.bisect_left(self._bases, self._flushed)
             del self._batches[i:]
@@ -183,4 +200,4 @@ class MemoryLog:
 
     def wipe(self) -> None:
         """A replaced disk: nothing survives."""
-        self.__init__()  # type: ignore[misc]
+        MemoryLog.__init__(self)  # (not a subclass's __init__)

@@ -135,7 +135,9 @@ class FetchRequest:
     `replica_epoch` is the fetcher's current leader epoch (Kafka's
     current_leader_epoch): the leader fences a lower one and answers
     UNKNOWN_LEADER_EPOCH to a higher one. `fetch_offset` is the fetcher's log end
-    offset, which it only reports once that much is flushed.
+    offset, which it only reports once that much is flushed. `high_watermark` is
+    the fetcher's own (-1: not sent): the leader answers at once, rather than
+    parking the fetch, when the fetcher's is behind (as KIP-1166 adds to Kafka).
     """
 
     ENDPOINT: ClassVar[str] = "fetch"
@@ -147,6 +149,7 @@ class FetchRequest:
     last_fetched_epoch: int
     max_wait_ms: int = 500
     max_bytes: int = 1 << 20
+    high_watermark: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,10 +324,9 @@ def message_from_wire(obj: Any) -> RaftMessage:
                     v = SnapshotId(end, epoch)
                 except ValueError as e:
                     raise WireFormatError(str(e)) from None
-        elif name == "diverging_epoch":
-            if v is not None:
-                epoch, end = _pair(v, "diverging_epoch")
-                v = DivergingEpoch(epoch, end)
+        elif name == "diverging_epoch" and v is not None:
+            epoch, end = _pair(v, "diverging_epoch")
+            v = DivergingEpoch(epoch, end)
         kwargs[name] = v
     if cls is FetchSnapshotRequest and kwargs.get("snapshot_id") is None:
         raise WireFormatError("FetchSnapshotRequest.snapshot_id is required")

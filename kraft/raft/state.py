@@ -80,6 +80,8 @@ class Prospective:
     election_deadline_ms: int
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
+    # A voter whose request failed is asked again after the retry backoff.
+    next_send_ms: dict[int, int] = field(default_factory=dict)
     name: str = "prospective"
 
 
@@ -89,6 +91,7 @@ class Candidate:
     election_deadline_ms: int
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
+    next_send_ms: dict[int, int] = field(default_factory=dict)
     name: str = "candidate"
 
 
@@ -115,6 +118,11 @@ class Follower:
     fetch_deadline_ms: int  # no contact with the leader by then: Prospective
     # Set by EndQuorumEpoch: the leader said it is leaving, so pre-votes may be granted.
     leader_resigned: bool = False
+    # Whether the leader has been heard from (a fetch answered, BeginQuorumEpoch)
+    # in this state. A follower that only read the leader from its quorum-state
+    # file after a restart has no evidence the leader is alive, so it may grant
+    # pre-votes (Kafka's FollowerState.hasFetchedFromLeader).
+    leader_contacted: bool = False
     name: str = "follower"
 
 

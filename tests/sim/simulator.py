@@ -1,0 +1,963 @@
+"""A deterministic simulator for the Raft core: a whole quorum in one process, one seed.
+
+Everything that is not the core is simulated here and driven by one
+`random.Random(seed)`: the clock (integer milliseconds, jumping from event to
+event), the network (delay, drop, duplicate, reorder, symmetric and asymmetric
+partitions, connection refused from a dead peer), the disks (`MemoryLog` with
+flush delays; a crash loses what was not flushed; a wipe loses everything) and
+the client (proposals to the leader, snapshots of the state machine followed by
+log trimming, graceful resignations).
+
+The simulator plays the shell exactly as kraft.raft.ready prescribes: the
+election state of a Ready is "written" before its messages leave, flushes run
+asynchronously and end in `on_flushed`, and every message goes through the wire
+codec (to_wire -> msgpack -> message_from_wire), so the codec is exercised too.
+
+Invariants are checked after every event (`_check`):
+- at most one leader per epoch;
+- no node's persisted epoch goes down (per disk: a wipe starts a new one);
+- a running node's high watermark never goes down (per process incarnation);
+- committed prefixes are identical on all nodes and never change: each node's
+  state machine hashes the batches it applies and every (offset, batch) and
+  (offset, digest) pair is compared with the first one recorded; snapshots
+  carry the digest and are compared too; no truncation or snapshot load ever
+  removes a batch equal to a committed one;
+- committed data is on a majority of voters, durably (flushed log or snapshot).
+
+Wiping a disk. Before KIP-853, Kafka cannot tell a voter that lost its disk
+from a new one: the wiped voter forgets its vote and its log, and may then help
+elect a leader without the committed data. That is a real risk in Kafka, not
+something the core can fix. The simulator therefore wipes a voter only when it
+is safe to, and checks the conditions it relies on (`_wipe_is_safe`):
+every other voter's epoch is at least the wiped one's and none is a candidate
+in that epoch (so the forgotten vote can never be asked for again), the
+committed data is durably on a majority of the *other* voters (so any future
+majority that includes the empty node still holds it), and no leader counts a
+fetch offset from the wiped node beyond its high watermark (a stale report
+cannot commit anything); the wiped node's messages in flight are dropped, as
+its connections die with it. Observers can be wiped at any time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from kraft.raft.config import RaftConfig
+from kraft.raft.core import RaftCore
+from kraft.raft.memory_log import MemoryLog
+from kraft.raft.messages import is_request, message_from_wire, to_wire
+from kraft.raft.ready import Ready
+from kraft.raft.state import Candidate, ElectionState, Leader
+from metadata_log.batch import iter_headers
+from metadata_log.records import ConfigRecord
+from metadata_log.snapshot import SnapshotId
+
+CLUSTER_ID = "sim-cluster"
+
+
+class InvariantViolation(AssertionError):
+    """A safety or liveness property broke: the message says which and when."""
+
+
+@dataclass
+class NetParams:
+    """The network's behaviour; all probabilities per message."""
+
+    min_delay_ms: int = 1
+    max_delay_ms: int = 10
+    drop: float = 0.0
+    duplicate: float = 0.0
+    # A slow path: some messages take up to this long (so they overtake nothing
+    # but are overtaken: reordering).
+    slow: float = 0.0
+    slow_max_ms: int = 300
+    # A request to a dead node fails fast (connection refused) with this chance;
+    # otherwise it just times out.
+    refused: float = 0.7
+
+
+@dataclass
+class DiskParams:
+    min_flush_ms: int = 0
+    max_flush_ms: int = 3
+    stall: float = 0.0  # chance that a flush stalls
+    stall_max_ms: int = 1500
+
+
+class SimLog(MemoryLog):
+    """A MemoryLog that reports to the simulator what leaves it (for the checkers)."""
+
+    def __init__(self, sim: Simulation, node_id: int) -> None:
+        super().__init__()
+        self._sim = sim
+        self._node_id = node_id
+        # Offsets below this are known to be durably here and equal to the
+        # committed batches (see Simulation._verify_durable).
+        self.verified = 0
+
+    def truncate_to(self, offset: int) -> int:
+        self._sim._check_not_removing_committed(self._node_id, self, offset, "truncation")
+        end = super().truncate_to(offset)
+        self.verified = min(self.verified, end)
+        return end
+
+    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        self._sim._check_not_removing_committed(
+            self._node_id, self, snapshot_id.end_offset, "snapshot load"
+        )
+        self._sim._check_snapshot(self._node_id, snapshot_id, data)
+        super().install_snapshot(snapshot_id, data)
+        self.verified = snapshot_id.end_offset
+
+    def crash(self) -> None:
+        super().crash()
+        self.verified = min(self.verified, self.end_offset)
+
+    def wipe(self) -> None:
+        sim, node_id = self._sim, self._node_id
+        super().wipe()
+        self._sim, self._node_id, self.verified = sim, node_id, 0
+
+
+@dataclass
+class SimNode:
+    node_id: int
+    is_voter: bool
+    log: SimLog
+    persisted: ElectionState = field(default_factory=ElectionState)
+    core: RaftCore | None = None
+    incarnation: int = 0
+    disk_generation: int = 0
+    # state machine
+    applied: int = 0
+    digest: bytes = b""
+    max_hw: int = -1  # per incarnation
+    # shell bookkeeping
+    wake_at: int | None = None
+    wake_gen: int = 0
+    flushing: bool = False
+    flush_wanted: int | None = None
+    same_time_events: int = 0
+    last_event_ms: int = -1
+
+    @property
+    def up(self) -> bool:
+        return self.core is not None
+
+
+def snapshot_bytes(end_offset: int, digest: bytes, rng_tag: int) -> bytes:
+    """The state machine's snapshot: its digest, padded so that it takes several chunks."""
+    pad = hashlib.sha256(digest + rng_tag.to_bytes(8, "big")).digest() * (1 + rng_tag % 24)
+    return msgpack.packb([end_offset, digest, pad])
+
+
+def parse_snapshot(data: bytes) -> tuple[int, bytes]:
+    end, digest, _ = msgpack.unpackb(data)
+    return end, digest
+
+
+class Simulation:
+    """One simulated cluster. Drive it by hand (unit scenarios) or with `run_seed`."""
+
+    def __init__(
+        self,
+        seed: int,
+        n_voters: int = 3,
+        n_observers: int = 0,
+        net: NetParams | None = None,
+        disk: DiskParams | None = None,
+        config: RaftConfig | None = None,
+        trace: bool = False,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.net = net or NetParams()
+        self.disk = disk or DiskParams()
+        self.config = config or RaftConfig()
+        self.now = 0
+        self.trace_enabled = trace
+        self.trace: list[str] = []
+        self._events: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = 0
+        self.voter_ids = list(range(1, n_voters + 1))
+        self.observer_ids = [100 + i for i in range(n_observers)]
+        self.nodes: dict[int, SimNode] = {}
+        for nid in self.voter_ids + self.observer_ids:
+            self.nodes[nid] = SimNode(nid, nid in self.voter_ids, SimLog(self, nid))
+        self.majority = n_voters // 2 + 1
+        # Directed links that drop everything: (src, dst).
+        self.blocked: set[tuple[int, int]] = set()
+        self._routes: dict[int, tuple[int, int, int, int, int]] = {}
+        self._next_route = 0
+        # Global knowledge for the invariants.
+        self.leaders: dict[int, int] = {}  # epoch -> leader
+        self.committed_batch: dict[int, bytes] = {}  # base offset -> batch
+        self.committed_digest: dict[int, bytes] = {0: b""}  # end offset -> digest
+        self.committed_end = 0
+        self.persisted_epoch: dict[tuple[int, int], int] = {}
+        self.proposed = 0
+        self.stats: dict[str, int] = {}
+        for nid in self.nodes:
+            self.start(nid)
+
+    # ================================================================ plumbing
+
+    def _log(self, msg: str) -> None:
+        if self.trace_enabled:
+            self.trace.append(f"{self.now:>8} {msg}")
+
+    def _count(self, kind: str) -> None:
+        self.stats[kind] = self.stats.get(kind, 0) + 1
+
+    def fail(self, what: str) -> None:
+        tail = "\n".join(self.trace[-80:])
+        raise InvariantViolation(
+            f"seed {self.seed} at t={self.now} ms: {what}\n"
+            f"replay with SIM_SEED={self.seed} (SIM_TRACE=1 for a trace)\n"
+            + self.describe_nodes()
+            + (f"\n--- last events ---\n{tail}" if tail else "")
+        )
+
+    def describe_nodes(self) -> str:
+        rows = []
+        for n in self.nodes.values():
+            log = n.log
+            where = f"log=[{log.start_offset},{log.end_offset}) flushed={log.flushed_offset}"
+            if n.core is None:
+                rows.append(f"  n{n.node_id}: down {n.persisted} {where}")
+                continue
+            c = n.core
+            rows.append(
+                f"  n{n.node_id}: {c.state_name} epoch={c.epoch} leader={c.leader_id} "
+                f"hw={c.high_watermark} applied={n.applied} {where} "
+                f"last_epoch={log.latest_epoch} state={c.state!r}"[:400]
+            )
+        return "\n".join(rows)
+
+    def at(self, t: int, fn: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (max(t, self.now), self._seq, fn))
+
+    def step(self) -> bool:
+        """Run the next event; False when there is none."""
+        if not self._events:
+            return False
+        t, _, fn = heapq.heappop(self._events)
+        self.now = t
+        try:
+            fn()
+        except InvariantViolation:
+            raise
+        except Exception as e:  # a crash of the core is a failure of the run
+            import traceback
+
+            self.fail(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-4)}")
+        self._check()
+        return True
+
+    def run_until(self, t: int) -> None:
+        while self._events and self._events[0][0] <= t:
+            self.step()
+        self.now = max(self.now, t)
+
+    def run_for(self, ms: int) -> None:
+        self.run_until(self.now + ms)
+
+    def run_until_true(self, pred: Callable[[], bool], timeout_ms: int) -> bool:
+        deadline = self.now + timeout_ms
+        while not pred():
+            if not self._events or self._events[0][0] > deadline:
+                self.now = max(self.now, deadline)
+                return pred()
+            self.step()
+        return True
+
+    # ============================================================ node control
+
+    def start(self, nid: int) -> None:
+        node = self.nodes[nid]
+        assert node.core is None
+        node.incarnation += 1
+        rng = random.Random(f"{self.seed}/{nid}/{node.incarnation}")
+        node.core = RaftCore(
+            nid,
+            self.voter_ids,
+            CLUSTER_ID,
+            node.log,
+            node.persisted,
+            self.config,
+            rng,
+            self.now,
+        )
+        # The state machine reloads from its latest snapshot; the log replays
+        # from there as the high watermark is relearned.
+        snap = node.log.latest_snapshot_id()
+        if snap is not None:
+            end, digest = parse_snapshot(node.log.snapshot_data(snap))
+            node.applied, node.digest = end, digest
+        else:
+            node.applied, node.digest = 0, b""
+        node.max_hw = -1
+        node.flushing = False
+        node.flush_wanted = None
+        node.wake_at = None
+        self._log(f"n{nid} start #{node.incarnation} {node.persisted} log={node.log.end_offset}")
+        self._after(node)
+
+    def crash(self, nid: int, wipe: bool = False) -> None:
+        """Kill the process; the unflushed tail of the log is lost (all of it with wipe)."""
+        node = self.nodes[nid]
+        if node.core is not None:
+            node.core = None
+            node.incarnation += 1  # replies to the dead process go nowhere
+        if wipe:
+            if node.is_voter and not self._wipe_is_safe(nid):
+                self.fail(f"unsafe wipe of n{nid} requested")
+            node.log.wipe()
+            node.persisted = ElectionState()
+            node.disk_generation += 1
+            # Its connections die with it: nothing it sent is still in flight.
+            self._purge_messages(nid)
+            self._count("wipe")
+        else:
+            node.log.crash()
+        self._log(f"n{nid} {'WIPE' if wipe else 'crash'} log={node.log.end_offset}")
+
+    def _purge_messages(self, nid: int) -> None:
+        self._events = [e for e in self._events if getattr(e[2], "src", None) != nid]
+        heapq.heapify(self._events)
+
+    def resign(self, nid: int) -> None:
+        node = self.nodes[nid]
+        if node.core is not None:
+            node.core.resign(self.now)
+            self._after(node)
+
+    def partition(self, *groups: list[int] | set[int]) -> None:
+        """Symmetric partition: nodes talk only inside their group."""
+        where = {n: i for i, g in enumerate(groups) for n in g}
+        self.blocked = {
+            (a, b)
+            for a in self.nodes
+            for b in self.nodes
+            if a != b and where.get(a, -1) != where.get(b, -2)
+        }
+        self._log(f"partition {groups}")
+
+    def block(self, src: int, dst: int) -> None:
+        """Asymmetric: messages from src to dst are lost."""
+        self.blocked.add((src, dst))
+
+    def heal(self) -> None:
+        self.blocked.clear()
+        self._log("heal")
+
+    # ================================================================ queries
+
+    def running(self) -> list[SimNode]:
+        return [n for n in self.nodes.values() if n.core is not None]
+
+    def leader(self) -> int | None:
+        """The leader of the highest epoch any running node leads, if any."""
+        best: tuple[int, int] | None = None
+        for n in self.running():
+            c = n.core
+            assert c is not None
+            if c.is_leader and (best is None or c.epoch > best[0]):
+                best = (c.epoch, n.node_id)
+        return None if best is None else best[1]
+
+    def core(self, nid: int) -> RaftCore:
+        c = self.nodes[nid].core
+        assert c is not None, f"n{nid} is down"
+        return c
+
+    # ================================================================ client
+
+    def propose(self, n_records: int = 1, nid: int | None = None) -> tuple[int, int] | None:
+        nid = self.leader() if nid is None else nid
+        if nid is None:
+            return None
+        node = self.nodes[nid]
+        if node.core is None or not node.core.is_leader:
+            return None
+        recs = []
+        for _ in range(n_records):
+            self.proposed += 1
+            recs.append(
+                ConfigRecord(2, "sim", f"k{self.proposed % 7}", f"{self.seed}:{self.proposed}")
+            )
+        result = node.core.propose_records(recs, self.now)
+        self._log(f"n{nid} propose {result}")
+        self._after(node)
+        return result
+
+    def snapshot(self, nid: int, trim: bool = True) -> SnapshotId | None:
+        """The state machine of `nid` snapshots at what it applied; the log is trimmed."""
+        node = self.nodes[nid]
+        c = node.core
+        if c is None or node.applied <= node.log.start_offset:
+            return None
+        sid = c.snapshot_id_at(node.applied)
+        data = snapshot_bytes(sid.end_offset, node.digest, self.rng.randrange(1 << 30))
+        self._check_snapshot(nid, sid, data)
+        node.log.create_snapshot(sid, data)
+        if trim:
+            node.log.delete_segments_below(sid.end_offset)
+        self._log(f"n{nid} snapshot {sid} start={node.log.start_offset}")
+        self._count("snapshot")
+        return sid
+
+    # ============================================================== the shell
+
+    def _after(self, node: SimNode) -> None:
+        """Handle the core's Ready in the prescribed order, then re-arm its timer."""
+        c = node.core
+        if c is None:
+            return
+        r = c.ready()
+        if not r.empty:
+            self._handle_ready(node, r)
+        wake = c.next_wake_ms()
+        if wake != node.wake_at:
+            node.wake_at = wake
+            node.wake_gen += 1
+            gen, inc = node.wake_gen, node.incarnation
+
+            def fire() -> None:
+                if node.incarnation == inc and node.wake_gen == gen and node.core is not None:
+                    node.wake_at = None
+                    self._busy_guard(node)
+                    node.core.tick(self.now)
+                    self._after(node)
+
+            self.at(wake, fire)
+
+    def _busy_guard(self, node: SimNode) -> None:
+        if node.last_event_ms == self.now:
+            node.same_time_events += 1
+            if node.same_time_events > 5000:
+                self.fail(f"n{node.node_id} spins: thousands of events at one instant")
+        else:
+            node.last_event_ms, node.same_time_events = self.now, 0
+
+    def _handle_ready(self, node: SimNode, r: Ready) -> None:
+        c = node.core
+        assert c is not None
+        nid = node.node_id
+        # 1. the quorum-state file, before anything of this Ready is sent
+        if r.election_state is not None:
+            es = r.election_state
+            key = (nid, node.disk_generation)
+            if es.leader_epoch < self.persisted_epoch.get(key, 0):
+                self.fail(f"n{nid} persisted epoch went down to {es}")
+            self.persisted_epoch[key] = es.leader_epoch
+            node.persisted = es
+            self._log(f"n{nid} persist {es}")
+        # 2. flush (asynchronous)
+        if r.flush_to is not None:
+            self._request_flush(node, r.flush_to)
+        # 3. messages
+        for out in r.messages:
+            self._send(nid, out.destination, out.message, ("req", out.correlation))
+        for corr, resp in r.responses:
+            route = self._routes.pop(corr, None)
+            if route is None:
+                self.fail(f"n{nid} answered unknown correlation {corr}")
+            src, src_inc, src_corr, dst, dst_inc = route
+            if dst != nid or dst_inc != node.incarnation:
+                self.fail(f"n{nid} answered a request it did not receive")
+            self._send(nid, src, resp, ("resp", src_corr, src_inc))
+        # 4. the state machine
+        if r.snapshot_loaded is not None:
+            sid = r.snapshot_loaded
+            end, digest = parse_snapshot(node.log.snapshot_data(sid))
+            if end < node.applied:
+                self.fail(f"n{nid} loaded snapshot {sid} behind its state at {node.applied}")
+            node.applied, node.digest = end, digest
+            self._count("snapshot_load")
+            self._log(f"n{nid} loaded snapshot {sid}")
+        if r.high_watermark is not None:
+            hw = r.high_watermark
+            if hw < node.max_hw:
+                self.fail(f"n{nid} high watermark went back {node.max_hw} -> {hw}")
+            node.max_hw = hw
+            self._apply(node, hw)
+        if r.leader_change is not None:
+            self._log(f"n{nid} leader {r.leader_change} state={c.state_name}")
+        if c.is_leader:
+            known = self.leaders.setdefault(c.epoch, nid)
+            if known != nid:
+                self.fail(f"two leaders in epoch {c.epoch}: n{known} and n{nid}")
+
+    def _request_flush(self, node: SimNode, offset: int) -> None:
+        node.flush_wanted = max(node.flush_wanted or 0, offset)
+        if node.flushing:
+            return
+        node.flushing = True
+        target, node.flush_wanted = node.flush_wanted, None
+        d = self.disk
+        delay = self.rng.randint(d.min_flush_ms, d.max_flush_ms)
+        if d.stall and self.rng.random() < d.stall:
+            delay += self.rng.randint(0, d.stall_max_ms)
+            self._count("flush_stall")
+        inc = node.incarnation
+
+        def done() -> None:
+            if node.incarnation != inc or node.core is None:
+                return
+            node.flushing = False
+            node.log.flush(target)
+            node.core.on_flushed(node.log.flushed_offset, self.now)
+            if node.flush_wanted is not None:
+                self._request_flush(node, node.flush_wanted)
+            self._after(node)
+
+        self.at(self.now + delay, done)
+
+    def _send(self, src: int, dst: int, msg: Any, kind: tuple[Any, ...]) -> None:
+        net = self.net
+        copies = 1
+        if net.duplicate and self.rng.random() < net.duplicate:
+            copies = 2
+            self._count("duplicate")
+        wire = msgpack.packb(to_wire(msg))
+        for _ in range(copies):
+            if (src, dst) in self.blocked:
+                self._count("blocked")
+                continue
+            if net.drop and self.rng.random() < net.drop:
+                self._count("drop")
+                continue
+            delay = self.rng.randint(net.min_delay_ms, net.max_delay_ms)
+            if net.slow and self.rng.random() < net.slow:
+                delay += self.rng.randint(0, net.slow_max_ms)
+                self._count("slow")
+            self.at(self.now + delay, _Delivery(self, src, dst, wire, kind))
+
+    def _deliver(self, src: int, dst: int, wire: bytes, kind: tuple[Any, ...]) -> None:
+        if (src, dst) in self.blocked:
+            self._count("blocked")
+            return
+        msg = message_from_wire(msgpack.unpackb(wire))
+        node = self.nodes[dst]
+        if kind[0] == "req":
+            assert is_request(msg)
+            src_node = self.nodes[src]
+            if node.core is None:
+                # A dead peer: the connection is refused (fast) or times out.
+                if self.rng.random() < self.net.refused:
+                    inc = src_node.incarnation
+                    corr = kind[1]
+
+                    def refused() -> None:
+                        if src_node.incarnation == inc and src_node.core is not None:
+                            src_node.core.request_failed(corr, self.now)
+                            self._after(src_node)
+
+                    self.at(self.now + self.net.min_delay_ms, refused)
+                return
+            route = self._next_route
+            self._next_route += 1
+            self._routes[route] = (src, src_node.incarnation, kind[1], dst, node.incarnation)
+            self._busy_guard(node)
+            node.core.handle_request(msg, self.now, route)
+            self._after(node)
+        else:
+            _, corr, inc = kind
+            if node.core is None or node.incarnation != inc:
+                return
+            self._busy_guard(node)
+            node.core.handle_response(corr, msg, self.now)
+            self._after(node)
+
+    # ============================================================ state machine
+
+    def _apply(self, node: SimNode, hw: int) -> None:
+        log = node.log
+        nid = node.node_id
+        while node.applied < hw:
+            if node.applied < log.start_offset:
+                self.fail(f"n{nid} must apply from {node.applied} but its log starts later")
+            data = log.read(node.applied, 1 << 20)
+            if not data:
+                self.fail(f"n{nid} high watermark {hw} beyond its log end {log.end_offset}")
+            for pos, h in iter_headers(data, f"<n{nid} log>"):
+                if h.base_offset != node.applied:
+                    self.fail(f"n{nid} log batch at {h.base_offset}, applied {node.applied}")
+                if h.next_offset > hw:
+                    self.fail(f"n{nid} high watermark {hw} inside batch {h.base_offset}")
+                batch = data[pos : pos + h.length]
+                known = self.committed_batch.get(h.base_offset)
+                if known is None:
+                    self.committed_batch[h.base_offset] = batch
+                elif known != batch:
+                    self.fail(
+                        f"n{nid} committed batch at {h.base_offset} differs from another node's"
+                    )
+                node.digest = hashlib.sha256(node.digest + batch).digest()
+                node.applied = h.next_offset
+                known_d = self.committed_digest.get(node.applied)
+                if known_d is None:
+                    self.committed_digest[node.applied] = node.digest
+                elif known_d != node.digest:
+                    self.fail(f"n{nid} state at {node.applied} differs from another node's")
+                if node.applied > self.committed_end:
+                    self.committed_end = node.applied
+                if node.applied >= hw:
+                    break
+
+    def _check_snapshot(self, nid: int, sid: SnapshotId, data: bytes) -> None:
+        end, digest = parse_snapshot(data)
+        if end != sid.end_offset:
+            self.fail(f"n{nid} snapshot {sid} holds state at {end}")
+        known = self.committed_digest.get(end)
+        if known is None:
+            self.fail(f"n{nid} snapshot {sid} is not at a committed offset")
+        elif known != digest:
+            self.fail(f"n{nid} snapshot {sid} differs from the committed state")
+
+    def _check_not_removing_committed(self, nid: int, log: SimLog, offset: int, what: str) -> None:
+        """No truncation or snapshot load may drop a batch equal to a committed one."""
+        if offset >= log.end_offset:
+            return
+        for h, batch in log.batches_from(offset):
+            if h.next_offset <= offset:
+                continue
+            if self.committed_batch.get(h.base_offset) == batch:
+                self.fail(f"n{nid} {what} to {offset} removes committed batch {h.base_offset}")
+
+    # ============================================================== invariants
+
+    def _verify_durable(self, node: SimNode) -> int:
+        """Advance node.log.verified over flushed batches equal to the committed ones."""
+        log = node.log
+        snap = log.latest_snapshot_id()
+        if snap is not None and snap.end_offset > log.verified:
+            log.verified = snap.end_offset  # checked against the digest when stored
+        limit = min(log.flushed_offset, self.committed_end)
+        if log.verified < limit:
+            for h, batch in log.batches_from(log.verified):
+                if h.base_offset != log.verified or h.next_offset > limit:
+                    break
+                if self.committed_batch.get(h.base_offset) != batch:
+                    break
+                log.verified = h.next_offset
+        return log.verified
+
+    def _durable_holders(self, exclude: int | None = None) -> int:
+        c = self.committed_end
+        return sum(
+            1
+            for nid in self.voter_ids
+            if nid != exclude and self._verify_durable(self.nodes[nid]) >= c
+        )
+
+    def _check(self) -> None:
+        if self.committed_end > 0 and self._durable_holders() < self.majority:
+            self.fail(
+                f"committed data up to {self.committed_end} is durable on fewer than "
+                f"{self.majority} voters"
+            )
+
+    def _wipe_is_safe(self, nid: int) -> bool:
+        """See the module docstring: when wiping voter `nid` cannot lose a commit."""
+        epoch = self.nodes[nid].persisted.leader_epoch
+        for oid in self.voter_ids:
+            if oid == nid:
+                continue
+            other = self.nodes[oid]
+            if other.persisted.leader_epoch < epoch:
+                return False
+            c = other.core
+            if c is not None and isinstance(c.state, Candidate) and c.epoch <= epoch:
+                return False
+        if self._durable_holders(exclude=nid) < self.majority:
+            return False
+        for n in self.running():
+            s = n.core.state if n.core is not None else None
+            if isinstance(s, Leader):
+                r = s.voter_states.get(nid)
+                if r is not None and r.end_offset > n.core.high_watermark:  # type: ignore[union-attr]
+                    return False
+        return True
+
+
+class _Delivery:
+    """A message in flight (a callable event that knows its sender, for purging)."""
+
+    __slots__ = ("sim", "src", "dst", "wire", "kind")
+
+    def __init__(
+        self, sim: Simulation, src: int, dst: int, wire: bytes, kind: tuple[Any, ...]
+    ) -> None:
+        self.sim, self.src, self.dst, self.wire, self.kind = sim, src, dst, wire, kind
+
+    def __call__(self) -> None:
+        self.sim._deliver(self.src, self.dst, self.wire, self.kind)
+
+
+# ============================================================== random runs
+
+FAULT_KINDS = (
+    "drop",
+    "duplicate",
+    "reorder",
+    "partition",
+    "asymmetric",
+    "crash",
+    "wipe",
+    "flush_stall",
+    "resign",
+    "snapshot",
+)
+
+# Once the network heals, a leader and full convergence must follow within this.
+LIVENESS_BOUND_MS = 30_000
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    n_voters: int
+    n_observers: int
+    faults: tuple[str, ...]
+    stats: dict[str, int]
+    committed: int
+    converge_ms: int
+
+
+def build(seed: int, trace: bool = False) -> tuple[Simulation, random.Random, set[str], int]:
+    """The cluster and fault mix of `seed` (every choice comes from the seed)."""
+    rng = random.Random(f"scenario/{seed}")
+    # Every tenth seed turns every fault on; the others draw a subset.
+    faults = set(FAULT_KINDS) if seed % 10 == 0 else {k for k in FAULT_KINDS if rng.random() < 0.5}
+    net = NetParams(
+        min_delay_ms=1,
+        max_delay_ms=rng.choice([2, 5, 20]),
+        drop=rng.choice([0.01, 0.05, 0.15]) if "drop" in faults else 0.0,
+        duplicate=rng.choice([0.01, 0.05]) if "duplicate" in faults else 0.0,
+        slow=rng.choice([0.02, 0.1]) if "reorder" in faults else 0.0,
+        slow_max_ms=rng.choice([100, 600]),
+    )
+    disk = DiskParams(
+        max_flush_ms=rng.choice([1, 3, 10]),
+        stall=0.03 if "flush_stall" in faults else 0.0,
+        stall_max_ms=rng.choice([300, 2500]),
+    )
+    # A third of the seeds run with timeouts close to the network's delays:
+    # many more elections per simulated second, so more races between them.
+    fast = rng.random() < 0.35
+    timing = (
+        {
+            "election_timeout_ms": 150,
+            "fetch_timeout_ms": 300,
+            "fetch_max_wait_ms": 100,
+            "request_timeout_ms": 300,
+        }
+        if fast
+        else {}
+    )
+    config = RaftConfig(
+        # 1 byte: one batch per fetch, so followers often hold a prefix of what
+        # a new leader has (the case where committing an old epoch's offset
+        # without one of the leader's own would be unsafe).
+        fetch_max_bytes=rng.choice([1 << 20, 2048, 1]),
+        snapshot_chunk_bytes=rng.choice([128, 1024]),
+        **timing,
+    )
+    sim = Simulation(
+        seed,
+        n_voters=rng.choice([3, 3, 5]),
+        n_observers=rng.choice([1, 2]),
+        net=net,
+        disk=disk,
+        config=config,
+        trace=trace,
+    )
+    duration = rng.randint(8_000, 20_000)
+    return sim, rng, faults, duration
+
+
+def run_seed(seed: int, trace: bool = False) -> SeedResult:
+    sim, rng, faults, duration = build(seed, trace)
+    nodes = list(sim.nodes)
+    end_faults = duration
+
+    def every(lo: int, hi: int, action: Callable[[], None]) -> None:
+        def fire() -> None:
+            if sim.now < end_faults:
+                action()
+                sim.at(sim.now + rng.randint(lo, hi), fire)
+
+        sim.at(rng.randint(lo, hi), fire)
+
+    def restart_later(nid: int, lo: int, hi: int) -> None:
+        def again() -> None:
+            if not sim.nodes[nid].up:
+                sim.start(nid)
+
+        sim.at(sim.now + rng.randint(lo, hi), again)
+
+    def propose() -> None:
+        sim.propose(rng.randint(1, 4))
+
+    every(20, 250, propose)
+
+    partitioned = [False]
+
+    def heal_later() -> None:
+        def heal() -> None:
+            sim.heal()
+            partitioned[0] = False
+
+        sim.at(sim.now + rng.randint(300, 5_000), heal)
+
+    if "partition" in faults:
+
+        def split() -> None:
+            if partitioned[0]:
+                return
+            shuffled = nodes[:]
+            rng.shuffle(shuffled)
+            k = rng.randint(1, len(shuffled) - 1)
+            sim.partition(shuffled[:k], shuffled[k:])
+            partitioned[0] = True
+            sim._count("fault:partition")
+            heal_later()
+
+        every(1_000, 4_000, split)
+    if "asymmetric" in faults:
+
+        def one_way() -> None:
+            if partitioned[0]:
+                return
+            for _ in range(rng.randint(1, 3)):
+                a, b = rng.sample(nodes, 2)
+                sim.block(a, b)
+            partitioned[0] = True
+            sim._count("fault:asymmetric")
+            heal_later()
+
+        every(1_000, 4_000, one_way)
+    if "crash" in faults:
+        # Quick restarts bring a node back inside the election it left.
+        down_max = rng.choice([500, 4_000])
+
+        def crash() -> None:
+            up = [n.node_id for n in sim.running()]
+            if up:
+                leader = sim.leader()
+                nid = leader if leader is not None and rng.random() < 0.4 else rng.choice(up)
+                sim.crash(nid)
+                sim._count("fault:crash")
+                restart_later(nid, 20, down_max)
+
+        every(300, 3_000, crash)
+    if "wipe" in faults:
+
+        def wipe() -> None:
+            candidates = [n for n in nodes if not sim.nodes[n].is_voter or sim._wipe_is_safe(n)]
+            if not candidates:
+                sim._count("wipe_unsafe")
+                return
+            nid = rng.choice(candidates)
+            sim.crash(nid, wipe=True)
+            sim._count("fault:wipe")
+            restart_later(nid, 50, 2_000)
+
+        every(2_000, 6_000, wipe)
+    if "resign" in faults:
+
+        def graceful() -> None:
+            nid = sim.leader()
+            if nid is None:
+                return
+            sim.resign(nid)
+            sim._count("fault:resign")
+
+            def stop() -> None:
+                if sim.now < end_faults and sim.nodes[nid].up:
+                    sim.crash(nid)
+                    restart_later(nid, 100, 2_000)
+
+            sim.at(sim.now + rng.randint(50, 400), stop)
+
+        every(1_500, 5_000, graceful)
+    if "snapshot" in faults:
+
+        def snap() -> None:
+            up = [n.node_id for n in sim.running()]
+            if up:
+                sim.snapshot(rng.choice(up), trim=rng.random() < 0.8)
+
+        every(300, 2_000, snap)
+
+    sim.run_until(end_faults)
+
+    # ------------------------------------------------------------ the healing
+    sim.heal()
+    sim.net.drop = sim.net.duplicate = sim.net.slow = 0.0
+    sim.disk.stall = 0.0
+    for nid in nodes:
+        if not sim.nodes[nid].up:
+            sim.start(nid)
+    healed = sim.now
+    deadline = healed + LIVENESS_BOUND_MS
+
+    def agreed_leader() -> int | None:
+        lid = sim.leader()
+        if lid is None:
+            return None
+        epoch = sim.core(lid).epoch
+        for nid in sim.voter_ids:
+            c = sim.core(nid)
+            if c.epoch != epoch or c.leader_id != lid:
+                return None
+        return lid
+
+    # Propose a marker on the agreed leader and wait until every node applied
+    # it. A leader change can still lose it (a flush stall or a message from
+    # the faulty phase may arrive late): then propose again.
+    target = -1
+
+    def converged() -> bool:
+        return all(n.up and n.applied >= target for n in sim.nodes.values())
+
+    while True:
+        if not sim.run_until_true(lambda: agreed_leader() is not None, deadline - sim.now):
+            sim.fail(f"no agreed leader {LIVENESS_BOUND_MS} ms after the network healed")
+        lid = agreed_leader()
+        assert lid is not None
+        epoch = sim.core(lid).epoch
+        marker = sim.propose(1, lid)
+        assert marker is not None
+        target = marker[1] + 1
+
+        def done_or_changed(lid: int = lid, epoch: int = epoch) -> bool:
+            c = sim.nodes[lid].core
+            return converged() or c is None or not c.is_leader or c.epoch != epoch
+
+        if not sim.run_until_true(done_or_changed, deadline - sim.now):
+            lag = {n.node_id: n.applied for n in sim.nodes.values()}
+            sim.fail(f"not converged on offset {target} within the bound: applied {lag}")
+        if converged():
+            break
+    # Every node holds the same committed prefix (checked while applying) and
+    # the final logs agree up to the marker.
+    return SeedResult(
+        seed,
+        len(sim.voter_ids),
+        len(sim.observer_ids),
+        tuple(sorted(faults)),
+        dict(sim.stats),
+        sim.committed_end,
+        sim.now - healed,
+    )
