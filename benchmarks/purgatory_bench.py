@@ -24,6 +24,9 @@ Workloads, per implementation, N parked fetches (default 10,000):
   Microseconds per fetch (park + expiry, including the clock's stepping).
 - ``wake_all_ms``: one high-watermark move answering N parked fetches.
 
+For scale, ``core_fetch_path`` times the whole RaftCore path around it: an
+observer Fetch handled and parked, and its answer built when a batch arrives.
+
 Prints ONE JSON object. Run: ``python benchmarks/purgatory_bench.py [--n N]``.
 """
 
@@ -282,6 +285,46 @@ def bench_asyncio(n: int, rounds: int, seed: int) -> dict[str, float]:
     return asyncio.run(main())
 
 
+def bench_core(n: int, seed: int) -> dict[str, float]:
+    """For scale: the whole core path around the purgatory, with N observers.
+
+    A single-voter leader (so it leads at once); N observer fetches arrive at
+    the log end and park (`handle_request`), then one append answers them all
+    (`propose_records`: N FetchResponses with the new batch).
+    """
+    from kraft.raft.config import RaftConfig
+    from kraft.raft.core import RaftCore
+    from kraft.raft.memory_log import MemoryLog
+    from kraft.raft.messages import FetchRequest
+    from kraft.raft.state import ElectionState
+    from metadata_log.records import NoOpRecord
+
+    log = MemoryLog()
+    core = RaftCore(1, [1], "bench", log, ElectionState(), RaftConfig(), random.Random(seed), 0)
+    core.tick(core.next_wake_ms())
+    log.flush()
+    core.on_flushed(log.flushed_offset, 0)
+    core.ready()
+    assert core.is_leader
+    now = 10
+    end, epoch = log.end_offset, core.epoch
+    reqs = [
+        FetchRequest("bench", 1000 + i, False, epoch, end, epoch, 500, 1 << 20, end)
+        for i in range(n)
+    ]
+    t0 = time.perf_counter()
+    for i, req in enumerate(reqs):
+        core.handle_request(req, now, i)
+    park = (time.perf_counter() - t0) / n * 1e6
+    assert not core.ready().responses
+    t0 = time.perf_counter()
+    core.propose_records([NoOpRecord()], now)
+    answered = len(core.ready().responses)
+    wake = (time.perf_counter() - t0) / n * 1e6
+    assert answered == n
+    return {"fetch_park_us": round(park, 3), "fetch_answer_us": round(wake, 3)}
+
+
 def best_of(runs: int, fn: Callable[[], dict[str, float]]) -> dict[str, float]:
     results = [fn() for _ in range(runs)]
     return {k: min(r[k] for r in results) for k in results[0]} | {
@@ -305,6 +348,7 @@ def main() -> None:
         "heap_sortedlist": best_of(args.runs, lambda: bench_sync(Purgatory, n, rounds, 1)),
         "timing_wheel": best_of(args.runs, lambda: bench_sync(TimingWheelPurgatory, n, rounds, 1)),
         "asyncio_timers": best_of(args.runs, lambda: bench_asyncio(n, rounds, 1)),
+        "core_fetch_path": best_of(args.runs, lambda: bench_core(n, 1)),
         "chosen": "heap_sortedlist",
     }
     print(json.dumps(out, indent=2))
