@@ -53,16 +53,15 @@ from typing import Any, Protocol
 
 from kraft.raft.config import RaftConfig
 from kraft.raft.core import RaftCore
-from kraft.raft.file_log_adapter import FileReplicatedLog, FlushJob
+from kraft.raft.log import ReplicatedLog
 from kraft.raft.messages import (
     FetchRequest,
     RaftRequest,
     RaftResponse,
     VoteRequest,
 )
-from kraft.raft.quorum_state import QuorumStateFile
 from kraft.raft.ready import Outbound, Ready
-from kraft.raft.state import LeaderAndEpoch, Resigned
+from kraft.raft.state import ElectionState, LeaderAndEpoch, Resigned
 from kraft.raft.transport import HttpTransport, TransportError
 from metadata_log.batch import HEADER_SIZE, BatchHeader, decode_records, encode_batch, parse_header
 from metadata_log.records import Record
@@ -143,6 +142,27 @@ class CommittedBatch:
         return f"CommittedBatch({h.base_offset}..{h.last_offset}, epoch={h.leader_epoch})"
 
 
+class ClientLog(ReplicatedLog, Protocol):
+    """What RaftClient needs from its log: the core's ReplicatedLog plus the
+    two-phase flush (kraft.raft.file_log_adapter) and where a snapshot lives."""
+
+    def prepare_flush(self) -> Any:
+        """A job with `run()` (called in a worker thread) and `done`, or None."""
+        ...
+
+    def complete_flush(self, job: Any) -> int:
+        """Account a finished job; returns the flushed offset (LogFatalError if it failed)."""
+        ...
+
+    def snapshot_file(self, snapshot_id: SnapshotId) -> Path: ...
+
+
+class QuorumStateStore(Protocol):
+    def read(self) -> ElectionState: ...
+
+    def write(self, state: ElectionState) -> None: ...
+
+
 class RaftListener(Protocol):
     """What the state machine implements (Kafka's RaftClient.Listener)."""
 
@@ -169,7 +189,7 @@ def _payload_of(entry: Any) -> tuple[bytes, int]:
         payload, count = batch[HEADER_SIZE:], len(records)
     if count <= 0:
         raise ValueError("a batch holds at least one record")
-    return bytes(payload), count
+    return (payload if type(payload) is bytes else bytes(payload)), count
 
 
 class RaftClient:
@@ -178,8 +198,8 @@ class RaftClient:
         node_id: int,
         voters: dict[int, str],
         cluster_id: str,
-        log_: FileReplicatedLog,
-        quorum_state: QuorumStateFile,
+        log_: ClientLog,
+        quorum_state: QuorumStateStore,
         config: RaftConfig | None = None,
         *,
         transport: HttpTransport | None = None,
@@ -211,7 +231,7 @@ class RaftClient:
         self._pending_records = 0
         # (last offset, future) of wait_committed callers, in offset order.
         self._commit_waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
-        self._flush_job: FlushJob | None = None
+        self._flush_job: Any = None  # the in-flight flush job (one at a time)
         self._flush_future: asyncio.Future[None] | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="raft-fsync")
         self._delivered = 0  # next offset to hand to the listener

@@ -660,7 +660,10 @@ def run_controller(args: Any) -> int:
         return 2
     try:
         return asyncio.run(serve(settings))
-    except (FormatError, ConfigError, OSError, MetadataLogError) as e:
+    except ConfigError as e:
+        print(f"kraft controller: error: {e}", file=sys.stderr)
+        return 2
+    except (FormatError, OSError, MetadataLogError) as e:
         print(f"kraft controller: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -1,0 +1,96 @@
+"""`kraft controller`: user errors are one line and an exit code, SIGTERM exits 0."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.unit.server.raft_harness import free_ports
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kraft.cli", "controller", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=cwd,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--node-id", "1", "--data-dir", "d"], "--voters"),
+        (["--node-id", "1", "--voters", "1@nohost", "--data-dir", "d"], "ID@HOST:PORT"),
+        (["--voters", "1@127.0.0.1:1", "--data-dir", "d"], "--node-id"),
+        (
+            [
+                "--node-id",
+                "1",
+                "--voters",
+                "1@127.0.0.1:1",
+                "--data-dir",
+                "d",
+                "--override",
+                "broker.session.timeout.ms=x",
+            ],
+            "broker.session.timeout.ms",
+        ),
+        (
+            ["--node-id", "5", "--voters", "1@127.0.0.1:1", "--data-dir", "d"],
+            "not among the voters",
+        ),
+    ],
+)
+def test_config_errors_exit_2_without_traceback(tmp_path, args, needle):
+    res = run(*args, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert needle in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_formats_serves_and_stops_cleanly(tmp_path):
+    (port,) = free_ports(1)
+    data = tmp_path / "d"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kraft.cli", "controller", "--node-id", "1",
+         "--voters", f"1@127.0.0.1:{port}", "--data-dir", str(data), "--log-format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 15
+        view = None
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/quorum", timeout=1) as r:
+                    view = json.loads(r.read())
+                if view["state"] == "leader":
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        assert view is not None and view["state"] == "leader", view
+        assert (data / "meta.properties").exists()
+        assert json.loads((data / "quorum-state").read_text())["leader_id"] == 1
+        assert (data / "__cluster_metadata-0").is_dir()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        out = proc.stdout.read().decode()
+        assert "Traceback" not in out
+        assert '"event": "controller_stopped"' in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    # a restart on the same directory keeps its cluster id and resigns its old epoch
+    res = run("--node-id", "2", "--voters", f"2@127.0.0.1:{port}", "--data-dir", str(data))
+    assert res.returncode == 1 and "belongs to node 1" in res.stderr
