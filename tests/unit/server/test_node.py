@@ -207,3 +207,50 @@ async def test_snapshots_trim_and_restart_loads_them(tmp_path):
     finally:
         for i in (1, 2, 3):
             await c.stop(i)
+
+
+async def test_follower_behind_log_start_installs_leaders_snapshot(tmp_path):
+    c = Cluster(
+        tmp_path,
+        [
+            "metadata.log.max.record.bytes.between.snapshots=1500",
+            "metadata.max.retention.bytes=0",
+            "metadata.log.segment.bytes=4096",
+        ],
+    )
+    await asyncio.gather(*(c.start(i) for i in (1, 2, 3)))
+    try:
+        leader = await c.leader()
+        lagger = next(i for i in (1, 2, 3) if i != leader.node_id)
+        lagger_end = c.nodes[lagger].log.end_offset
+        await c.stop(lagger)
+        async with aiohttp.ClientSession() as s:
+            lurl = c.urls[leader.node_id]
+            b = 10
+            deadline = time.monotonic() + 15
+            while leader.log.start_offset <= lagger_end:
+                assert time.monotonic() < deadline, "the leader never trimmed its log"
+                st, body = await call(
+                    s, "POST", lurl + "/v1/brokers/register", register_body(b, c.cluster_id)
+                )
+                assert st == 200, body
+                b += 1
+        node = await c.start(lagger)
+        deadline = time.monotonic() + 10
+        while node.controller.image.offset < leader.controller.image.offset - 5:
+            assert time.monotonic() < deadline, (
+                node.controller.image.offset,
+                leader.controller.image.offset,
+            )
+            await asyncio.sleep(0.02)
+        # it got there through the leader's snapshot (its own log never held those offsets)
+        assert node.log.start_offset > lagger_end
+        assert node.log.latest_snapshot_id() is not None
+        theirs = {b["broker_id"] for b in leader.controller.image.to_dict()["brokers"]}
+        deadline = time.monotonic() + 5
+        while {b["broker_id"] for b in node.controller.image.to_dict()["brokers"]} != theirs:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+    finally:
+        for i in (1, 2, 3):
+            await c.stop(i)
