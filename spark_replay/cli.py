@@ -76,20 +76,22 @@ def run_job(
 ) -> dict[str, Any]:
     """The whole job on an existing SparkSession; returns timings and the summary."""
     from spark_replay import history as H
-    from spark_replay.datasource import list_log_files, read_log
+    from spark_replay.datasource import list_log_files
+    from spark_replay.records import write_records
 
     out = Path(out)
-    list_log_files(log_dir)  # a clear error before Spark does anything
+    files = list_log_files(log_dir)  # a clear error before Spark does anything
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    read_log(spark, log_dir).write.mode("overwrite").parquet(str(out / "records"))
+    stats = write_records(spark, files, out / "records")
+    info = H.info_from_stats(stats)
     timings["records_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
     records = spark.read.parquet(str(out / "records"))
     work = out / "_work"
-    tables = H.build_tables(spark, records, work_dir=str(work / "partition_states"))
+    tables = H.build_tables(spark, records, info=info, work_dir=str(work / "partition_states"))
     for name in TABLES:
         getattr(tables, name).write.mode("overwrite").parquet(str(out / name))
     shutil.rmtree(work, ignore_errors=True)

@@ -1,39 +1,63 @@
 """Decode one segment or snapshot file into Arrow record batches (no Spark here).
 
-This is the work of one Spark input partition, kept Spark-free so that it can be
-unit tested and timed on its own. Every batch is verified (both checksums, and
-contiguous offsets in a segment), so a corrupt file raises an error naming the file
-and the offset: a history built from a partial log is worse than no history.
+This is the work of one Spark task, kept Spark-free so that it can be unit tested
+and timed on its own. Every batch is verified (both checksums, and contiguous
+offsets in a segment), so a corrupt file raises an error naming the file and the
+offset: a history built from a partial log is worse than no history.
 
 Besides the columns of DESIGN 1.6's `records` table (offset, base_offset, epoch,
 append_time_ms, control, type, fields as JSON text) each row carries typed columns
 for the fields that the history tables need (broker id and epoch, fence and
-shutdown changes, topic and partition ids, leader, ISR, replicas, epochs). The
-reader pulls them straight out of the decoded msgpack array, so Spark never has to
-parse the JSON text again: that saves a `from_json` over every record.
+shutdown changes, topic and partition ids, leader, ISR, replicas, epochs), so
+Spark never has to parse the JSON text again.
 
-Why several Arrow batches per chunk: most typed columns are null for most record
-types. Rows are grouped by kind (partition, broker, other) and each kind's batch
-fills only its own columns, the others become `pa.nulls(n)` (no per-row work).
-Row order inside a file is therefore not offset order; every consumer orders by
-`offset` explicitly.
+Why it is vectorised, and how. A controller log is mostly tiny batches (about two
+records each) of PartitionChangeRecords, so any per-batch or per-record Python
+code dominates. The reader therefore:
+
+1. finds batch boundaries with one tight loop (a batch's position depends on the
+   previous batch's length, so this one step is sequential), then reads and checks
+   every header field with numpy at once: header CRC (table-driven CRC-32 run over
+   all headers in lockstep), magic, length, count, contiguous offsets; the records
+   CRC is one `zlib.crc32` per batch;
+2. rewrites, in a private copy of the file, each 39-byte batch header into msgpack
+   framing: 34 bytes become a msgpack ``bin8`` filler (the first batch of a chunk
+   also gets the chunk's outer array header there) and the last 5 an array header
+   holding the batch's record count. One `msgpack.unpackb` call then decodes a
+   whole chunk of batches into ``(filler, records-of-batch, ...)``, checked
+   against the headers' record counts;
+3. classifies records with numpy (type id, version, arity) and turns the hot
+   types (PartitionChangeRecord, PartitionRecord, NoOpRecord) into Arrow columns
+   with C-level transposition (`zip(*rows)`), C-level type checks
+   (`set(map(type, column))`) and Arrow compute for the JSON text. Everything
+   else (a few percent of a real log) takes metadata_log's full per-record
+   validation, as does any chunk where the fast path sees anything unusual: the
+   slow path then raises the precise error (file, offset, reason).
+
+Rows of one chunk are grouped by kind (PartitionChangeRecord, PartitionRecord,
+NoOp, then other records), one Arrow batch per group, so row order inside a file
+is not offset order; every consumer orders by `offset` explicitly.
 """
 
 from __future__ import annotations
 
+import gc
+import itertools
 import json
+import struct
 import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import msgpack
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from metadata_log.batch import (
     HEADER,
-    HEADER_CRC,
     HEADER_SIZE,
     MAGIC,
     MAX_BATCH_BYTES,
@@ -74,8 +98,7 @@ BASE_FIELDS: list[pa.Field] = [
     # offsets start at 0); null for segment rows.
     pa.field("snapshot_end_offset", _I64),
 ]
-# Derived, not read from the tuple: a NoOp flag next to `control`, computed per
-# Arrow batch (vectorised) rather than per row.
+# Derived: a NoOp flag next to `control`.
 NOOP_FIELD = pa.field("noop", _BOOL)
 # Typed columns of partition and topic records.
 PARTITION_FIELDS: list[pa.Field] = [
@@ -103,7 +126,6 @@ BROKER_FIELDS: list[pa.Field] = [
 ]
 ARROW_SCHEMA = pa.schema([*BASE_FIELDS, NOOP_FIELD, *PARTITION_FIELDS, *BROKER_FIELDS])
 N_BASE = len(BASE_FIELDS)
-_TYPE_COLUMN = [f.name for f in BASE_FIELDS].index("type")
 
 
 def spark_ddl() -> str:
@@ -132,10 +154,111 @@ class LogFile:
     upto_offset: int | None = None  # read only offsets <= this (pruning)
 
 
-# Per data-record type id: its class name, field names and the extractor of the
-# typed columns. Kinds: 0 other, 1 partition/topic, 2 broker.
-_KIND_OTHER, _KIND_PARTITION, _KIND_BROKER = 0, 1, 2
+@dataclass
+class FileStats:
+    """What the driver needs to know about one file, gathered while decoding it.
 
+    The job collects these (a few hundred bytes per file) instead of querying the
+    records table again for offsets, times, record counts, snapshot headers and
+    transaction markers.
+    """
+
+    path: str
+    source: str
+    snapshot_end_offset: int | None
+    records: int = 0
+    first_offset: int | None = None
+    last_offset: int | None = None
+    first_time_ms: int | None = None
+    last_time_ms: int | None = None
+    max_epoch: int | None = None
+    by_type: dict[str, int] = field(default_factory=dict)
+    # Rows of the few record types the summary and the history need on the driver:
+    # (offset, type, append_time_ms, epoch, fields JSON).
+    markers: list[tuple[int, str, int, int, str]] = field(default_factory=list)
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        if not n:
+            return
+        self.records += n
+        offs = batch.column(0)
+        times = batch.column(3)
+        o = pc.min_max(offs)
+        t = pc.min_max(times)
+        self.first_offset = _min(self.first_offset, o["min"].as_py())
+        self.last_offset = _max(self.last_offset, o["max"].as_py())
+        self.first_time_ms = _min(self.first_time_ms, t["min"].as_py())
+        self.last_time_ms = _max(self.last_time_ms, t["max"].as_py())
+        self.max_epoch = _max(self.max_epoch, pc.max(batch.column(2)).as_py())
+        types = batch.column(5)
+        counts = pc.value_counts(types)
+        for name, c in zip(
+            counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True
+        ):
+            self.by_type[name] = self.by_type.get(name, 0) + c
+        if any(name in MARKER_TYPES for name in counts.field("values").to_pylist()):
+            sel = batch.filter(pc.is_in(types, value_set=_MARKER_SET))
+            for o, t, ts, ep, fj in zip(
+                sel.column(0).to_pylist(),
+                sel.column(5).to_pylist(),
+                sel.column(3).to_pylist(),
+                sel.column(2).to_pylist(),
+                sel.column(6).to_pylist(),
+                strict=True,
+            ):
+                self.markers.append((o, t, ts, ep, fj))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "source": self.source,
+            "snapshot_end_offset": self.snapshot_end_offset,
+            "records": self.records,
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
+            "first_time_ms": self.first_time_ms,
+            "last_time_ms": self.last_time_ms,
+            "max_epoch": self.max_epoch,
+            "by_type": self.by_type,
+            "markers": self.markers,
+        }
+
+
+# Record types whose rows FileStats keeps (about one record in a thousand):
+# transactions (the history applies them at their end), snapshot headers (the
+# time a snapshot's state is as of), and what the summary counts (broker state
+# changes, controller leader changes).
+MARKER_TYPES = frozenset(
+    {
+        "BeginTransactionRecord",
+        "EndTransactionRecord",
+        "AbortTransactionRecord",
+        "SnapshotHeader",
+        "LeaderChangeMessage",
+        "RegisterBrokerRecord",
+        "UnregisterBrokerRecord",
+        "FenceBrokerRecord",
+        "UnfenceBrokerRecord",
+        "BrokerRegistrationChangeRecord",
+    }
+)
+_MARKER_SET = pa.array(sorted(MARKER_TYPES), _STR)
+
+
+def _min(a: int | None, b: int) -> int:
+    return b if a is None or b < a else a
+
+
+def _max(a: int | None, b: int) -> int:
+    return b if a is None or b > a else a
+
+
+# ----------------------------------------------------------------------------- slow path
+# Per-record code for the records the vectorised path does not handle (and for
+# any chunk it refuses): metadata_log's full validation, errors naming the offset.
+
+_KIND_OTHER, _KIND_PARTITION, _KIND_BROKER = 0, 1, 2
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
@@ -205,153 +328,8 @@ _EXTRACT: dict[int, Callable[[int, Any], tuple[Any, ...]]] = {
 }
 
 
-class _Chunk:
-    """Rows of one chunk, grouped by kind, turned into Arrow batches."""
-
-    __slots__ = ("rows", "n")
-
-    def __init__(self) -> None:
-        self.rows: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]] = (
-            [],
-            [],
-            [],
-        )
-        self.n = 0
-
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        for kind, rows in enumerate(self.rows):
-            if rows:
-                yield _to_arrow(kind, rows)
-
-
-def _to_arrow(kind: int, rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
-    n = len(rows)
-    cols = list(zip(*rows, strict=True))
-    arrays: list[pa.Array] = [pa.array(cols[i], type=f.type) for i, f in enumerate(BASE_FIELDS)]
-    arrays.append(pc.equal(arrays[_TYPE_COLUMN], "NoOpRecord"))
-    typed = cols[N_BASE:]
-    for group_kind, group in ((_KIND_PARTITION, PARTITION_FIELDS), (_KIND_BROKER, BROKER_FIELDS)):
-        if group_kind == kind:
-            arrays += [pa.array(typed[i], type=f.type) for i, f in enumerate(group)]
-        else:
-            arrays += [pa.nulls(n, type=f.type) for f in group]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
-
-
-class _JsonInts(dict):  # type: ignore[type-arg]
-    """JSON text of int lists (ISRs, replica lists repeat endlessly): built once each."""
-
-    def __init__(self) -> None:
-        super().__init__({None: "null"})
-
-    def __missing__(self, v: tuple[int, ...]) -> str:
-        if type(v) is not tuple or not all(type(x) is int for x in v):
-            raise ValueError(f"expected a list of integers, got {v!r}")
-        out = self[v] = "[" + ",".join(map(str, v)) + "]"
-        return out
-
-
-def _headers(data: bytes, path: str, first: int | None) -> Iterator[tuple[int, BatchHeader]]:
-    """metadata_log.batch.iter_headers with its checks inlined for the common case.
-
-    Any batch that is not plainly fine is handed to metadata_log's own
-    parse_header/verify_records, so every error (file, offset, reason) is theirs.
-    """
-    unpack, crc32 = HEADER.unpack_from, zlib.crc32
-    hsize, body = HEADER_SIZE, HEADER.size
-    end = len(data)
-    pos = 0
-    expect = first
-    while pos < end:
-        ok = end - pos >= hsize
-        if ok:
-            fields = unpack(data, pos)
-            length, count = fields[1], fields[6]
-            ok = (
-                crc32(data[pos : pos + body]) == HEADER_CRC.unpack_from(data, pos + body)[0]
-                and fields[3] == MAGIC
-                and hsize <= length <= MAX_BATCH_BYTES
-                and count > 0
-                and pos + length <= end
-                and (expect is None or fields[0] == expect)
-                and crc32(data[pos + hsize : pos + length]) == fields[7]
-            )
-        if not ok:
-            # the slow path raises the precise error (or accepts, if we were too strict)
-            for p, h in iter_headers(data, path, expect, pos):
-                yield p, h
-                pos, expect = p + h.length, h.next_offset
-                break
-            continue
-        h = BatchHeader(*fields)
-        yield pos, h
-        expect = fields[0] + count
-        pos += length
-
-
-class _JsonStrings:
-    """JSON text of strings seen again and again (topic ids): escaped once."""
-
-    __slots__ = ("cache",)
-
-    def __init__(self) -> None:
-        self.cache: dict[str, str] = {}
-
-    def __call__(self, s: str) -> str:
-        out = self.cache.get(s)
-        if out is None:
-            if type(s) is not str:
-                raise ValueError(f"expected a string, got {s!r}")
-            out = self.cache[s] = _dumps(s)
-        return out
-
-
-# Fast paths for the records that make up nearly all of a real log. They check
-# the type id, version and arity (an unknown or newer record is still an error
-# naming the offset) but not each field's type: the batch CRC already guards the
-# bytes, and a wrongly typed value still fails its typed Arrow column. Every other
-# record goes through metadata_log's full validation.
-_PCR_ARITY = 2 + len(_DATA_CODECS[5].names)
-_PR_ARITY = 2 + len(_DATA_CODECS[3].names)
-_NOOP_ARITY = 2 + len(_DATA_CODECS[20].names)
-
-
-_INTS = _JsonInts()
-
-
-def _row_fast(obj: Any, q: _JsonStrings) -> tuple[str, str, int, tuple[Any, ...]] | None:
-    """(type name, fields JSON, kind, typed columns) for a hot record, else None."""
-    n = len(obj)
-    tid = obj[0]
-    ints = _INTS
-    if obj[1] != 0:
-        return None
-    if tid == 5 and n == _PCR_ARITY:
-        _, _, topic, pid, isr, leader, replicas, removing, adding, lrs = obj
-        text = (
-            f'{{"topic_id":{q(topic)},"partition_id":{pid:d},"isr":{ints[isr]},'
-            f'"leader":{leader:d},"replicas":{ints[replicas]},'
-            f'"removing_replicas":{ints[removing]},"adding_replicas":{ints[adding]},'
-            f'"leader_recovery_state":{lrs:d}}}'
-        )
-        cols = (topic, None, pid, leader, isr, replicas, removing, adding, lrs, None, None)
-        return "PartitionChangeRecord", text, _KIND_PARTITION, cols
-    if tid == 20 and n == _NOOP_ARITY:
-        return "NoOpRecord", "{}", _KIND_OTHER, ()
-    if tid == 3 and n == _PR_ARITY:
-        _, _, topic, pid, replicas, isr, removing, adding, leader, lrs, le, pe = obj
-        text = (
-            f'{{"topic_id":{q(topic)},"partition_id":{pid:d},"replicas":{ints[replicas]},'
-            f'"isr":{ints[isr]},"removing_replicas":{ints[removing]},'
-            f'"adding_replicas":{ints[adding]},"leader":{leader:d},'
-            f'"leader_recovery_state":{lrs:d},"leader_epoch":{le:d},"partition_epoch":{pe:d}}}'
-        )
-        cols = (topic, None, pid, leader, isr, replicas, removing, adding, lrs, le, pe)
-        return "PartitionRecord", text, _KIND_PARTITION, cols
-    return None
-
-
 def _row_slow(obj: Any, offset: int, control: bool) -> tuple[str, str, int, tuple[Any, ...]]:
+    """(type name, fields JSON, kind, typed columns) of one record, fully validated."""
     rec = record_from_wire(obj, offset, control)
     tid = type(rec).TYPE
     text = _dumps(record_fields(rec))
@@ -362,73 +340,665 @@ def _row_slow(obj: Any, offset: int, control: bool) -> tuple[str, str, int, tupl
     return type(rec).__name__, text, kind, cols
 
 
-def read_file(f: LogFile, chunk_records: int = CHUNK_RECORDS) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of every record of one file (see the module docstring)."""
-    path = f.path
-    with open(path, "rb") as fh:
-        data = fh.read()
-    snap = f.source == SOURCE_SNAPSHOT
-    source = f.source
-    snap_end = f.snapshot_end_offset
-    # Pruning applies to segments only: a snapshot is one state, read whole.
-    upto = None if snap else f.upto_offset
-    # A segment's batches must be contiguous from the offset in its name; a
-    # snapshot's in-file offsets are only checked for being verified batches.
-    first = None if snap else f.base_offset
-    chunk = _Chunk()
-    rows = chunk.rows
-    next_offset = f.base_offset
-    q = _JsonStrings()
-    # One unpacker for the whole file: creating one per batch costs more than
-    # decoding a typical (small) controller batch.
-    unpacker = msgpack.Unpacker(use_list=False, raw=False, strict_map_key=False)
-    stopped = False  # stopped before the file's end: pruned, or a torn tail
+class _Rows:
+    """Slow-path rows grouped by kind, turned into Arrow batches."""
+
+    __slots__ = ("rows", "n")
+
+    def __init__(self) -> None:
+        self.rows: tuple[list[tuple[Any, ...]], ...] = ([], [], [])
+        self.n = 0
+
+    def add(
+        self, obj: Any, offset: int, base: int, epoch: int, ts: int, control: bool, tail: tuple
+    ) -> None:
+        tname, text, kind, cols = _row_slow(obj, offset, control)
+        self.rows[kind].append((offset, base, epoch, ts, control, tname, text, *tail, *cols))
+        self.n += 1
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        for kind, rows in enumerate(self.rows):
+            if rows:
+                yield _rows_to_arrow(kind, rows)
+
+
+def _rows_to_arrow(kind: int, rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    n = len(rows)
+    cols = list(zip(*rows, strict=True))
+    arrays: list[pa.Array] = [pa.array(cols[i], type=f.type) for i, f in enumerate(BASE_FIELDS)]
+    arrays.append(pc.equal(arrays[5], "NoOpRecord"))
+    typed = cols[N_BASE:]
+    for group_kind, group in ((_KIND_PARTITION, PARTITION_FIELDS), (_KIND_BROKER, BROKER_FIELDS)):
+        if group_kind == kind:
+            arrays += [pa.array(typed[i], type=f.type) for i, f in enumerate(group)]
+        else:
+            arrays += [pa.nulls(n, type=f.type) for f in group]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+# ----------------------------------------------------------------------------- headers
+
+_LEN = struct.Struct(">i").unpack_from
+_H_CRC_SPAN = HEADER.size  # the header CRC covers bytes 0..34
+
+
+def _crc_table() -> np.ndarray:
+    t = np.zeros(256, np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        t[i] = c
+    return t
+
+
+_CRC_TABLE = _crc_table()
+
+
+def _header_crcs(h: np.ndarray) -> np.ndarray:
+    """zlib CRC-32 of the first 35 bytes of each row of `h`, all rows in lockstep."""
+    crc = np.full(len(h), 0xFFFFFFFF, np.uint32)
+    table = _CRC_TABLE
+    for j in range(_H_CRC_SPAN):
+        crc = table[(crc ^ h[:, j]) & 0xFF] ^ (crc >> 8)
+    return crc ^ np.uint32(0xFFFFFFFF)
+
+
+# The header's fields (HEADER + HEADER_CRC), big-endian, as one packed numpy record.
+_HEADER_DTYPE = np.dtype(
+    [
+        ("base", ">i8"),
+        ("length", ">i4"),
+        ("epoch", ">i4"),
+        ("magic", "i1"),
+        ("attrs", ">i2"),
+        ("time", ">i8"),
+        ("count", ">i4"),
+        ("records_crc", ">u4"),
+        ("header_crc", ">u4"),
+    ]
+)
+assert _HEADER_DTYPE.itemsize == HEADER_SIZE
+
+
+def _native(a: np.ndarray, dtype: Any = None) -> np.ndarray:
+    return a.astype(dtype or a.dtype.newbyteorder("="))
+
+
+@dataclass
+class _Headers:
+    """Every batch header of a file that passed all checks, as arrays."""
+
+    pos: np.ndarray  # file position
+    length: np.ndarray
+    base: np.ndarray  # base offset
+    epoch: np.ndarray
+    control: np.ndarray  # bool
+    time: np.ndarray
+    count: np.ndarray
+
+
+def _scan_headers(data: bytes, first: int | None, upto: int | None) -> tuple[_Headers, int, bool]:
+    """The leading run of good batches: (headers, end position, pruned).
+
+    Stops before the first batch that fails any check, and (with `upto`) before
+    the first batch that starts after `upto` (then `pruned` is true). What
+    follows the run, if anything, is the slow path's to judge (error or torn tail).
+    """
+    end = len(data)
+    starts: list[int] = []
+    app = starts.append
+    pos = 0
+    length = _LEN
+    hsize = HEADER_SIZE
+    while pos + hsize <= end:
+        app(pos)
+        n = length(data, pos + 8)[0]
+        if n < hsize:
+            break
+        pos += n
+    s = np.array(starts, np.int64)
+    nb = len(s)
+    if nb == 0:
+        empty = np.zeros(0, np.int64)
+        return _Headers(empty, empty, empty, empty, empty.astype(bool), empty, empty), 0, False
+    raw = np.frombuffer(data, np.uint8)
+    # every header's 39 bytes, gathered through a sliding-window view (no index matrix)
+    window = np.lib.stride_tricks.as_strided(raw, shape=(end - hsize + 1, hsize), strides=(1, 1))
+    h = window[np.minimum(s, end - hsize)]
+    fields = h.view(_HEADER_DTYPE).ravel()
+    base = _native(fields["base"])
+    blen = _native(fields["length"], np.int64)
+    epoch = _native(fields["epoch"])
+    magic = fields["magic"]
+    attrs = _native(fields["attrs"])
+    time = _native(fields["time"])
+    count = _native(fields["count"], np.int64)
+    rcrc = _native(fields["records_crc"])
+    hcrc = _native(fields["header_crc"])
+    ok = (
+        (_header_crcs(h) == hcrc)
+        & (magic == MAGIC)
+        & (blen >= hsize)
+        & (blen <= MAX_BATCH_BYTES)
+        & (count > 0)
+        & (s + blen <= end)
+    )
+    if first is not None:
+        expect = np.empty(nb, np.int64)
+        expect[0] = first
+        np.add(base[:-1], count[:-1], out=expect[1:])
+        ok &= base == expect
+    bad = int(np.argmin(ok)) if not ok.all() else nb
+    # The records CRC, one zlib call per batch (C-level map: no Python per batch),
+    # only over the run that passed so far.
+    if bad:
+        view = memoryview(data)
+        body = map(slice, (s[:bad] + hsize).tolist(), (s[:bad] + blen[:bad]).tolist())
+        got = np.fromiter(map(zlib.crc32, map(view.__getitem__, body)), np.uint32, bad)
+        rok = got == rcrc[:bad]
+        if not rok.all():
+            bad = int(np.argmin(rok))
+    n_ok, pruned = bad, False
+    if upto is not None:
+        after = np.flatnonzero(base[:bad] > upto)
+        if len(after):
+            n_ok, pruned = int(after[0]), True
+    sl = slice(0, n_ok)
+    hdr = _Headers(
+        pos=s[sl],
+        length=blen[sl],
+        base=base[sl],
+        epoch=epoch[sl].astype(np.int32),
+        control=(attrs[sl] & 1).astype(bool),
+        time=time[sl],
+        count=count[sl],
+    )
+    stop = int(s[n_ok - 1] + blen[n_ok - 1]) if n_ok else 0
+    return hdr, stop, pruned
+
+
+# ----------------------------------------------------------------------------- fast path
+
+_ITEM0, _ITEM1 = itemgetter(0), itemgetter(1)
+_NONE = type(None)
+
+
+def _unpack(buf: Any) -> Any:
+    return msgpack.unpackb(buf, use_list=False, raw=False, strict_map_key=False)
+
+
+def _frame(
+    buf: np.ndarray, hdr: _Headers, chunk_first: np.ndarray, chunk_sizes: np.ndarray
+) -> None:
+    """Rewrite headers in `buf` (a private copy of the file) into msgpack framing.
+
+    Each 39-byte header becomes ``bin8(32 filler bytes)`` + ``array32(count)``;
+    the first batch of each chunk instead starts with the chunk's
+    ``array32(2 * batches)`` then ``bin8(27 filler bytes)``. A chunk then unpacks
+    in one call into (filler, records of batch 1, filler, records of batch 2, ...).
+    """
+    p = hdr.pos
+    buf[p] = 0xC4
+    buf[p + 1] = 32
+    buf[p + 34] = 0xDD
+    cnt = hdr.count.astype(">u4").view(np.uint8).reshape(-1, 4)
+    buf[p[:, None] + np.arange(35, 39)] = cnt
+    q = p[chunk_first]
+    buf[q] = 0xDD
+    outer = (2 * chunk_sizes).astype(">u4").view(np.uint8).reshape(-1, 4)
+    buf[q[:, None] + np.arange(1, 5)] = outer
+    buf[q + 5] = 0xC4
+    buf[q + 6] = 27
+
+
+def _ints_ok(col: Sequence[Any]) -> bool:
+    return set(map(type, col)) <= {int}
+
+
+def _lists_ok(col: Sequence[Any], optional: bool) -> bool:
+    kinds = set(map(type, col))
+    if not kinds <= ({tuple, _NONE} if optional else {tuple}):
+        return False
+    items = itertools.chain.from_iterable(filter(None, col))
+    return set(map(type, items)) <= {int}
+
+
+class _FastDecodeRefused(Exception):
+    """The vectorised path saw something it does not handle: use the slow path."""
+
+
+class _Codebook(dict):  # type: ignore[type-arg]
+    """Distinct values of one kind of column -> small int codes.
+
+    Topic ids and replica lists repeat endlessly, so each distinct value is
+    validated, converted to Arrow and rendered as JSON once; a column is then
+    ``map(codebook.__getitem__, values)`` (C-level dict lookups) and two Arrow
+    `take`s. Dict keys compare by value, and ``1 == 1.0 == True`` in Python, so
+    a codebook is only used where no float or bool can be among the values (see
+    `_ODD_TYPE_BYTES`); a value of the wrong type raises _FastDecodeRefused.
+    """
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind  # "str", "list" (never null) or "opt_list"
+        self.values: list[Any] = []
+        self._arrays: tuple[pa.Array, pa.Array] | None = None
+
+    def __missing__(self, v: Any) -> int:
+        if self.kind == "str":
+            if type(v) is not str:
+                raise _FastDecodeRefused
+        elif (v is not None or self.kind != "opt_list") and (
+            type(v) is not tuple or not all(type(x) is int for x in v)
+        ):
+            raise _FastDecodeRefused
+        code = self[v] = len(self.values)
+        self.values.append(v)
+        self._arrays = None
+        return code
+
+    def arrays(self) -> tuple[pa.Array, pa.Array]:
+        """(typed values, JSON text) by code."""
+        if self._arrays is None:
+            if self.kind == "str":
+                typed = pa.array(self.values, _STR)
+                text = [_dumps(v) for v in self.values]
+            else:
+                typed = pa.array(self.values, _I32_LIST)
+                text = [
+                    "null" if v is None else "[" + ",".join(map(str, v)) + "]" for v in self.values
+                ]
+            self._arrays = (typed, pa.array(text, _STR))
+        return self._arrays
+
+    def encode(self, col: Sequence[Any]) -> tuple[pa.Array, pa.Array]:
+        codes = pa.array(np.fromiter(map(self.__getitem__, col), np.int32, len(col)))
+        typed, text = self.arrays()
+        return typed.take(codes), text.take(codes)
+
+
+# Leading bytes of msgpack floats (0xca, 0xcb) and booleans (0xc2, 0xc3). A chunk
+# without any of these bytes holds no float or bool anywhere, which is what makes
+# codebook lookups exact. (Such bytes may also occur inside other values, e.g. an
+# integer's payload: then the chunk's columns get explicit type checks instead.)
+_ODD_TYPE_BYTES = np.zeros(256, bool)
+_ODD_TYPE_BYTES[[0xC2, 0xC3, 0xCA, 0xCB]] = True
+
+
+@dataclass(frozen=True)
+class _Hot:
+    """A record type with a vectorised path: its wire layout and typed columns."""
+
+    type_id: int
+    name: str
+    arity: int  # 2 + fields
+    # field name -> index in the wire array, in the record's field order
+    columns: dict[str, int]
+    optional_lists: bool
+
+
+def _hot(cls_id: int, optional_lists: bool) -> _Hot:
+    codec = _DATA_CODECS[cls_id]
+    return _Hot(
+        type_id=cls_id,
+        name=codec.cls.__name__,
+        arity=2 + len(codec.names),
+        columns={name: 2 + i for i, name in enumerate(codec.names)},
+        optional_lists=optional_lists,
+    )
+
+
+_PCR = _hot(5, optional_lists=True)  # PartitionChangeRecord
+_PR = _hot(3, optional_lists=False)  # PartitionRecord
+_NOOP_ID = 20
+_NOOP_ARITY = 2 + len(_DATA_CODECS[_NOOP_ID].names)
+_LIST_FIELDS = ("isr", "replicas", "removing_replicas", "adding_replicas")
+_INT_FIELDS = ("partition_id", "leader", "leader_recovery_state", "leader_epoch", "partition_epoch")
+
+
+def _empty_lists(n: int) -> pa.Array:
+    return pa.ListArray.from_arrays(
+        pa.array(np.zeros(n + 1, np.int32)), pa.array([], _I32), type=_I32_LIST
+    )
+
+
+def _hot_columns(
+    spec: _Hot,
+    rows: Sequence[tuple[Any, ...]],
+    books: dict[str, _Codebook],
+    check_types: bool,
+) -> dict[str, pa.Array] | None:
+    """Typed Arrow columns and the fields JSON of hot rows.
+
+    None if any value is off: the rows then take the per-record path, which
+    names the offending offset. `check_types`: these rows' batches may hold
+    floats or bools, so value types are checked before any codebook use.
+    Columns that are the same in every row (a PartitionChangeRecord rarely
+    touches replicas or reassignments) cost one C-level count and a constant.
+    """
+    n = len(rows)
+    out: dict[str, pa.Array] = {}
+    parts: list[Any] = []
+    literal = ""  # JSON text shared by every row, not yet in `parts`
     try:
-        for pos, h in _headers(data, path, first):
-            base = h.base_offset
-            if upto is not None and base > upto:
-                stopped = True
-                break
-            next_offset = h.next_offset
-            epoch, ts, control = h.leader_epoch, h.append_time_ms, h.control
-            unpacker.feed(data[pos + HEADER_SIZE : pos + h.length])
-            offset = base
+        for k, (name, i) in enumerate(spec.columns.items()):
+            col = list(map(itemgetter(i), rows))
+            literal += ("{" if k == 0 else ",") + f'"{name}":'
+            text: pa.Array | None = None
+            if name == "topic_id":
+                # a bytes value never equals a str key: no type check needed
+                out[name], text = books["str"].encode(col)
+            elif name in _LIST_FIELDS:
+                if spec.optional_lists and col.count(None) == n:
+                    out[name], literal = pa.nulls(n, _I32_LIST), literal + "null"
+                elif col.count(()) == n:
+                    out[name], literal = _empty_lists(n), literal + "[]"
+                else:
+                    if check_types and not _lists_ok(col, spec.optional_lists):
+                        return None
+                    book = books["opt_list" if spec.optional_lists else "list"]
+                    out[name], text = book.encode(col)
+            elif name in _INT_FIELDS:
+                if check_types and not _ints_ok(col):
+                    return None
+                a = out[name] = pa.array(col, _I32)
+                if a.null_count:
+                    return None
+                text = pc.cast(a, _STR)
+            else:  # pragma: no cover - a new field in a hot record: extend this reader
+                return None
+            if text is not None:
+                parts += [literal, text]
+                literal = ""
+    except (_FastDecodeRefused, pa.ArrowException, OverflowError):
+        return None
+    parts.append(literal + "}")
+    # The fields JSON in the record's own field order, as record_fields gives it.
+    out["fields"] = pc.binary_join_element_wise(*parts, "")
+    return out
+
+
+class _Reader:
+    """Reads one file: the vectorised path, with the per-record path behind it."""
+
+    def __init__(self, f: LogFile, data: bytes, chunk_records: int) -> None:
+        self.f = f
+        self.path = f.path
+        self.data = data
+        self.chunk_records = chunk_records
+        self.snap = f.source == SOURCE_SNAPSHOT
+        # Pruning applies to segments only: a snapshot is one state, read whole.
+        self.upto = None if self.snap else f.upto_offset
+        # A segment's batches must be contiguous from the offset in its name; a
+        # snapshot's in-file offsets are only checked for being verified batches.
+        self.first = None if self.snap else f.base_offset
+        self.source = pa.scalar(f.source, _STR)
+        self.snap_end = pa.scalar(f.snapshot_end_offset, _I64)
+        self.tail = (f.source, f.snapshot_end_offset)
+        self.books = {kind: _Codebook(kind) for kind in ("str", "list", "opt_list")}
+
+    # -- the whole file
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        f = self.f
+        hdr, stop, pruned = _scan_headers(self.data, self.first, self.upto)
+        next_offset = f.base_offset
+        if len(hdr.pos):
+            yield from self._fast(hdr)
+            next_offset = int(hdr.base[-1] + hdr.count[-1])
+        stopped = pruned
+        if not pruned and stop < len(self.data):
+            # Whatever follows the good run: an error, a torn tail, or something the
+            # vectorised checks were stricter about than metadata_log.
+            expect = next_offset if self.first is not None else None
+            state = {"next": next_offset, "stopped": False}
+            yield from self._slow(stop, expect, state)
+            next_offset, stopped = state["next"], state["stopped"]
+        gap = f.next_base_offset is not None and next_offset != f.next_base_offset
+        if gap and not self.snap and not stopped:
+            raise MetadataLogError(
+                f"gap in the log: {self.path} ends at offset {next_offset} but the next "
+                f"segment starts at offset {f.next_base_offset}"
+            )
+
+    # -- vectorised
+
+    def _fast(self, hdr: _Headers) -> Iterator[pa.RecordBatch]:
+        cum = np.cumsum(hdr.count)
+        # chunk boundaries: whole batches, about chunk_records records each
+        marks = np.arange(self.chunk_records, int(cum[-1]), self.chunk_records)
+        cuts = np.unique(np.searchsorted(cum, marks, side="left") + 1)
+        bounds = [0, *[int(c) for c in cuts if 0 < c < len(cum)], len(cum)]
+        firsts = np.array(bounds[:-1], np.int64)
+        sizes = np.diff(np.array(bounds, np.int64))
+        buf = bytearray(self.data)
+        arr = np.frombuffer(buf, np.uint8)
+        _frame(arr, hdr, firsts, sizes)
+        view = memoryview(buf)
+        for i0, i1 in itertools.pairwise(bounds):
+            a = int(hdr.pos[i0])
+            b = int(hdr.pos[i1 - 1] + hdr.length[i1 - 1])
             try:
-                for obj in unpacker:
-                    if upto is not None and offset > upto:
-                        offset += 1  # pruned: past the requested offset
-                        continue
-                    hot = None if control else _row_fast(obj, q)
-                    tname, text, kind, cols = hot or _row_slow(obj, offset, control)
-                    rows[kind].append(
-                        (offset, base, epoch, ts, control, tname, text, source, snap_end, *cols)
+                yield from self._fast_chunk(view[a:b], hdr, i0, i1)
+            except _FastDecodeRefused:
+                yield from self._slow_batches(hdr, i0, i1)
+
+    def _fast_chunk(self, buf: Any, hdr: _Headers, i0: int, i1: int) -> Iterator[pa.RecordBatch]:
+        nb = i1 - i0
+        counts = hdr.count[i0:i1]
+        try:
+            objs = _unpack(buf)
+        except Exception:  # noqa: BLE001 — msgpack's many error types: the slow path names it
+            raise _FastDecodeRefused from None
+        if type(objs) is not tuple or len(objs) != 2 * nb:
+            raise _FastDecodeRefused
+        groups = objs[1::2]
+        if set(map(type, objs[0::2])) != {bytes} or set(map(type, groups)) != {tuple}:
+            raise _FastDecodeRefused
+        if not np.array_equal(np.fromiter(map(len, groups), np.int64, nb), counts):
+            raise _FastDecodeRefused
+        odd_batch = self._odd_batches(hdr, i0, i1)
+        flat = list(itertools.chain.from_iterable(groups))
+        n = len(flat)
+        if set(map(type, flat)) != {tuple}:
+            raise _FastDecodeRefused
+        arity = np.fromiter(map(len, flat), np.int64, n)
+        if arity.min() < 2:
+            raise _FastDecodeRefused
+        tids = list(map(_ITEM0, flat))
+        vers = list(map(_ITEM1, flat))
+        if not (_ints_ok(tids) and _ints_ok(vers)):
+            raise _FastDecodeRefused
+        try:
+            tid = np.array(tids, np.int64)
+            ver = np.array(vers, np.int64)
+        except OverflowError:
+            raise _FastDecodeRefused from None
+        # per-record header columns
+        which = np.repeat(np.arange(nb), counts)
+        starts = np.cumsum(counts) - counts
+        offsets = hdr.base[i0:i1][which] + (np.arange(n) - starts[which])
+        control = hdr.control[i0:i1][which]
+        keep = np.ones(n, bool) if self.upto is None else offsets <= self.upto
+        data_rec = ~control & (ver == 0) & keep
+        base = hdr.base[i0:i1][which]
+        epoch = hdr.epoch[i0:i1][which]
+        time = hdr.time[i0:i1][which]
+        cols = (offsets, base, epoch, time, control)
+        slow = keep.copy()
+        noop = np.flatnonzero(data_rec & (tid == _NOOP_ID) & (arity == _NOOP_ARITY))
+        if len(noop):
+            yield self._noop_batch(noop, cols)
+            slow[noop] = False
+        odd = odd_batch[which]
+        for spec in (_PCR, _PR):
+            hot = data_rec & (tid == spec.type_id) & (arity == spec.arity)
+            for check_types in (False, True):
+                idx = np.flatnonzero(hot & (odd == check_types))
+                if not len(idx):
+                    continue
+                rows = itemgetter(*idx)(flat) if len(idx) > 1 else (flat[idx[0]],)
+                typed = _hot_columns(spec, rows, self.books, check_types)
+                if typed is None:
+                    continue  # something unusual in these rows: the slow path judges them
+                yield self._hot_batch(spec, idx, cols, typed)
+                slow[idx] = False
+        rest = np.flatnonzero(slow)
+        if len(rest):
+            out = _Rows()
+            try:
+                for i in rest.tolist():
+                    out.add(
+                        flat[i],
+                        int(offsets[i]),
+                        int(base[i]),
+                        int(epoch[i]),
+                        int(time[i]),
+                        bool(control[i]),
+                        self.tail,
                     )
-                    offset += 1
             except RecordDecodeError as e:
-                raise e.at(path) from None
-            except MetadataLogError:
-                raise
-            except Exception as e:  # msgpack's several exception types for garbage
-                raise RecordDecodeError(offset, f"malformed record: {e!r}", path) from None
-            if offset != h.next_offset:
-                raise RecordDecodeError(
-                    base, f"batch declares {h.record_count} records, holds {offset - base}", path
-                )
-            chunk.n += h.record_count
-            if chunk.n >= chunk_records:
-                yield from chunk.batches()
-                chunk = _Chunk()
-                rows = chunk.rows
-    except IncompleteBatchError:
-        # A batch cut short at the very end of the newest segment is the end of data
-        # (a live log may be mid-append); anywhere else it is lost data.
-        if not f.last_segment:
+                raise e.at(self.path) from None
+            yield from out.batches()
+
+    def _odd_batches(self, hdr: _Headers, i0: int, i1: int) -> np.ndarray:
+        """Per batch: may its records hold a float or a bool (see _ODD_TYPE_BYTES)?
+
+        Judged on the original bytes, headers excluded.
+        """
+        starts = hdr.pos[i0:i1]
+        lo, hi = int(starts[0]), int(starts[-1] + hdr.length[i1 - 1])
+        hits = np.flatnonzero(_ODD_TYPE_BYTES[np.frombuffer(self.data, np.uint8, hi - lo, lo)]) + lo
+        odd = np.zeros(i1 - i0, bool)
+        if len(hits):
+            batch = np.searchsorted(starts, hits, side="right") - 1
+            in_records = hits - starts[batch] >= HEADER_SIZE
+            odd[batch[in_records]] = True
+        return odd
+
+    def _base_arrays(self, idx: np.ndarray, cols: tuple[np.ndarray, ...]) -> list[pa.Array]:
+        offsets, base, epoch, time, control = cols
+        return [
+            pa.array(offsets[idx], _I64),
+            pa.array(base[idx], _I64),
+            pa.array(epoch[idx], _I32),
+            pa.array(time[idx], _I64),
+            pa.array(control[idx], _BOOL),
+        ]
+
+    def _tail_arrays(self, n: int) -> list[pa.Array]:
+        return [pa.repeat(self.source, n), pa.repeat(self.snap_end, n)]
+
+    def _noop_batch(self, idx: np.ndarray, cols: tuple[np.ndarray, ...]) -> pa.RecordBatch:
+        n = len(idx)
+        arrays = self._base_arrays(idx, cols)
+        arrays += [pa.repeat(pa.scalar("NoOpRecord", _STR), n), pa.repeat(pa.scalar("{}"), n)]
+        arrays += self._tail_arrays(n)
+        arrays.append(pa.repeat(pa.scalar(True), n))
+        arrays += [pa.nulls(n, f.type) for f in (*PARTITION_FIELDS, *BROKER_FIELDS)]
+        return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+    def _hot_batch(
+        self, spec: _Hot, idx: np.ndarray, cols: tuple[np.ndarray, ...], typed: dict[str, pa.Array]
+    ) -> pa.RecordBatch:
+        n = len(idx)
+        arrays = self._base_arrays(idx, cols)
+        arrays += [pa.repeat(pa.scalar(spec.name, _STR), n), typed["fields"]]
+        arrays += self._tail_arrays(n)
+        arrays.append(pa.repeat(pa.scalar(False), n))
+        for f in PARTITION_FIELDS:
+            a = typed.get(f.name)
+            arrays.append(a if a is not None else pa.nulls(n, f.type))
+        arrays += [pa.nulls(n, f.type) for f in BROKER_FIELDS]
+        return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+    # -- per record
+
+    def _slow_batches(self, hdr: _Headers, i0: int, i1: int) -> Iterator[pa.RecordBatch]:
+        """Batches [i0, i1) (already verified) record by record: precise errors."""
+        data = self.data
+        out = _Rows()
+        unpacker = msgpack.Unpacker(use_list=False, raw=False, strict_map_key=False)
+        for i in range(i0, i1):
+            pos, length = int(hdr.pos[i]), int(hdr.length[i])
+            h = BatchHeader(*HEADER.unpack_from(data, pos))
+            unpacker.feed(data[pos + HEADER_SIZE : pos + length])
+            self._decode_batch(unpacker, h, out)
+        yield from out.batches()
+
+    def _decode_batch(self, unpacker: Any, h: BatchHeader, out: _Rows) -> None:
+        base, upto = h.base_offset, self.upto
+        offset = base
+        try:
+            for obj in unpacker:
+                if upto is None or offset <= upto:
+                    out.add(
+                        obj, offset, base, h.leader_epoch, h.append_time_ms, h.control, self.tail
+                    )
+                offset += 1
+        except RecordDecodeError as e:
+            raise e.at(self.path) from None
+        except MetadataLogError:
             raise
-        stopped = True  # the gap check below does not apply to a torn tail
-    yield from chunk.batches()
-    gap = f.next_base_offset is not None and next_offset != f.next_base_offset
-    if gap and not snap and not stopped:
-        raise MetadataLogError(
-            f"gap in the log: {path} ends at offset {next_offset} but the next segment "
-            f"starts at offset {f.next_base_offset}"
-        )
+        except Exception as e:  # msgpack's several exception types for garbage
+            raise RecordDecodeError(offset, f"malformed record: {e!r}", self.path) from None
+        if offset != h.next_offset:
+            raise RecordDecodeError(
+                base, f"batch declares {h.record_count} records, holds {offset - base}", self.path
+            )
+
+    def _slow(
+        self, pos: int, expect: int | None, state: dict[str, Any]
+    ) -> Iterator[pa.RecordBatch]:
+        """From file position `pos` on, batch by batch with metadata_log's checks."""
+        data, path, upto = self.data, self.path, self.upto
+        out = _Rows()
+        unpacker = msgpack.Unpacker(use_list=False, raw=False, strict_map_key=False)
+        try:
+            for p, h in iter_headers(data, path, expect, pos):
+                if upto is not None and h.base_offset > upto:
+                    state["stopped"] = True
+                    break
+                state["next"] = h.next_offset
+                unpacker.feed(data[p + HEADER_SIZE : p + h.length])
+                self._decode_batch(unpacker, h, out)
+                if out.n >= self.chunk_records:
+                    yield from out.batches()
+                    out = _Rows()
+        except IncompleteBatchError:
+            # A batch cut short at the very end of the newest segment is the end of
+            # data (a live log may be mid-append); anywhere else it is lost data.
+            if not self.f.last_segment:
+                raise
+            state["stopped"] = True  # the gap check does not apply to a torn tail
+        yield from out.batches()
+
+
+def read_file(
+    f: LogFile, chunk_records: int = CHUNK_RECORDS, stats: FileStats | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of every record of one file (see the module docstring).
+
+    With `stats`, also gathers the file's FileStats from the batches it yields.
+    """
+    with open(f.path, "rb") as fh:
+        data = fh.read()
+    # Decoding creates millions of small tuples that live until their chunk is
+    # converted: the cyclic collector would rescan them again and again (measured:
+    # it tripled the cost of unpacking). They hold no cycles, so it is off while
+    # this file is read.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for batch in _Reader(f, data, chunk_records).batches():
+            if stats is not None:
+                stats.add(batch)
+            yield batch
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def file_stats(f: LogFile) -> FileStats:
+    return FileStats(path=f.path, source=f.source, snapshot_end_offset=f.snapshot_end_offset)

@@ -139,7 +139,11 @@ def _carry(col: Column, w: Any) -> Column:
 
 
 def log_info(records: DataFrame) -> LogInfo:
-    """Offsets, times, the starting snapshot and the transactions (a few small queries)."""
+    """Offsets, times, the starting snapshot and the transactions (a few small queries).
+
+    The CLI job does not need these queries: `info_from_stats` gets the same from
+    what the records stage gathered while decoding.
+    """
     seg = records.filter(F.col("source") == "segment")
     row = seg.agg(
         F.min("offset").alias("lo"),
@@ -153,18 +157,60 @@ def log_info(records: DataFrame) -> LogInfo:
         .select("snapshot_end_offset", "fields")
         .collect()
     )
+    snaps = [(int(h["snapshot_end_offset"]), h["fields"]) for h in headers]
+    markers: list[tuple[int, str, int]] = []
+    if row["lo"] is not None:
+        markers = [
+            (m["offset"], m["type"], m["append_time_ms"])
+            for m in seg.filter(F.col("type").isin(*TXN_TYPES))
+            .select("offset", "type", "append_time_ms")
+            .collect()
+        ]
+    return _make_info(row["lo"], row["hi"], row["t0"], row["t1"], row["n"], snaps, markers)
+
+
+def info_from_stats(stats: list[Any]) -> LogInfo:
+    """The same LogInfo from the records stage's per-file `FileStats` (no Spark query)."""
+    segs = [s for s in stats if s.source == "segment" and s.records]
+    lo = min((s.first_offset for s in segs), default=None)
+    hi = max((s.last_offset for s in segs), default=None)
+    t0 = min((s.first_time_ms for s in segs), default=None)
+    t1 = max((s.last_time_ms for s in segs), default=None)
+    n = sum(s.records for s in segs)
+    snaps = [
+        (int(s.snapshot_end_offset), m[4])
+        for s in stats
+        if s.source == "snapshot"
+        for m in s.markers
+        if m[1] == "SnapshotHeader"
+    ]
+    markers = [(m[0], m[1], m[2]) for s in segs for m in s.markers if m[1] in TXN_TYPES]
+    return _make_info(lo, hi, t0, t1, n, snaps, markers)
+
+
+def _make_info(
+    lo: int | None,
+    hi: int | None,
+    t0: int | None,
+    t1: int | None,
+    n: int,
+    snapshot_headers: list[tuple[int, str]],
+    txn_markers: list[tuple[int, str, int]],
+) -> LogInfo:
+    """LogInfo from the segments' offset and time range, the snapshots' headers
+    (end offset, SnapshotHeader fields JSON) and the transaction markers
+    (offset, type, append time)."""
     snaps = sorted(
-        (int(h["snapshot_end_offset"]), int(json.loads(h["fields"])["last_contained_log_time"]))
-        for h in headers
+        (end, int(json.loads(fields)["last_contained_log_time"]))
+        for end, fields in snapshot_headers
     )
-    lo, hi = row["lo"], row["hi"]
     snapshot: tuple[int, int] | None = None
     if lo is None:
         if not snaps:
             raise HistoryError("the log holds no records")
         snapshot = snaps[-1]  # only snapshots: the newest is the whole story
     elif lo > 0:
-        usable = [s for s in snaps if lo <= s[0] <= hi + 1]
+        usable = [s for s in snaps if lo <= s[0] <= hi + 1]  # type: ignore[operator]
         if not usable:
             raise HistoryError(
                 f"the log starts at offset {lo} and no snapshot covers the offsets before it"
@@ -172,40 +218,27 @@ def log_info(records: DataFrame) -> LogInfo:
         snapshot = usable[0]  # the earliest: the longest history
     txns: list[Transaction] = []
     if lo is not None:
-        markers = (
-            seg.filter(F.col("type").isin(*TXN_TYPES))
-            .select("offset", "type", "append_time_ms")
-            .orderBy("offset")
-            .collect()
-        )
         open_begin: int | None = None
-        for m in markers:
-            if m["type"] == "BeginTransactionRecord":
-                open_begin = m["offset"]
+        for offset, kind, ts in sorted(txn_markers):
+            if kind == "BeginTransactionRecord":
+                open_begin = offset
             elif open_begin is not None:
-                txns.append(
-                    Transaction(
-                        open_begin,
-                        m["offset"],
-                        m["type"] == "EndTransactionRecord",
-                        m["append_time_ms"],
-                    )
-                )
+                txns.append(Transaction(open_begin, offset, kind == "EndTransactionRecord", ts))
                 open_begin = None
         if open_begin is not None:  # unfinished at the end of the log: not applied (yet)
             # (end is exclusive in the join: hi + 1 keeps the last record out too)
-            txns.append(Transaction(open_begin, hi + 1, False, row["t1"]))
+            txns.append(Transaction(open_begin, hi + 1, False, t1))  # type: ignore[operator,arg-type]
     if snapshot is not None:
         first = snapshot[0] - 1
         first_time = snapshot[1]
     else:
-        first, first_time = lo, row["t0"]
+        first, first_time = lo, t0
     return LogInfo(
-        first_offset=first,
+        first_offset=first,  # type: ignore[arg-type]
         last_offset=hi if hi is not None else snapshot[0] - 1,  # type: ignore[index]
-        first_time_ms=first_time,
-        last_time_ms=row["t1"] if row["t1"] is not None else first_time,
-        record_count=row["n"],
+        first_time_ms=first_time,  # type: ignore[arg-type]
+        last_time_ms=t1 if t1 is not None else first_time,  # type: ignore[arg-type]
+        record_count=n,
         snapshot_end_offset=None if snapshot is None else snapshot[0],
         snapshot_time_ms=None if snapshot is None else snapshot[1],
         segment_first_offset=lo,

@@ -3,6 +3,8 @@
     make test                    500 seeds (SIM_SEEDS defaults to 500)
     make sim SIM_SEEDS=20000     many more, over min(2, CPUs) worker processes
     SIM_SEED=N make sim          replay one seed (SIM_TRACE=1: keep an event trace)
+    SIM_FIRST_SEED=K             start the range at K instead of 0
+    SIM_WORKERS=1                run in this process (no worker pool)
 
 Seeds run in chunks (one test each); a failing chunk lists every failing seed
 with its replay command. Every fault kind is drawn across the seeds, which the
