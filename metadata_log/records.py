@@ -59,6 +59,20 @@ class Endpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class VoterEntry:
+    """One voter of a VotersRecord (KIP-853): its key (id, directory id) and endpoint.
+
+    `directory_id` is the random id written to meta.properties when the voter's
+    data directory was formatted; "" means not known yet (a quorum bootstrapped
+    from a static --voters list, before the leader learned it from a fetch).
+    """
+
+    voter_id: int
+    directory_id: str
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerFeature:
     name: str
     min_supported_version: int
@@ -214,6 +228,26 @@ class SnapshotFooter:
     TYPE: ClassVar[int] = 4
 
 
+@dataclass(frozen=True, slots=True)
+class KRaftVersionRecord:
+    """The kraft.version in force (KIP-853): 1 means the voter set lives in the log."""
+
+    TYPE: ClassVar[int] = 5
+    kraft_version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class VotersRecord:
+    """The whole voter set (KIP-853), written at bootstrap and on every change.
+
+    Each node uses the newest one in its log as soon as it is appended (not
+    when it commits) and falls back to the previous one if it is truncated.
+    """
+
+    TYPE: ClassVar[int] = 6
+    voters: tuple[VoterEntry, ...] = ()
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -231,7 +265,9 @@ MetadataRecord = (
     | EndTransactionRecord
     | AbortTransactionRecord
 )
-ControlRecord = LeaderChangeMessage | SnapshotHeader | SnapshotFooter
+ControlRecord = (
+    LeaderChangeMessage | SnapshotHeader | SnapshotFooter | KRaftVersionRecord | VotersRecord
+)
 Record = MetadataRecord | ControlRecord
 
 DATA_RECORD_TYPES: tuple[type, ...] = (
@@ -251,7 +287,13 @@ DATA_RECORD_TYPES: tuple[type, ...] = (
     EndTransactionRecord,
     AbortTransactionRecord,
 )
-CONTROL_RECORD_TYPES: tuple[type, ...] = (LeaderChangeMessage, SnapshotHeader, SnapshotFooter)
+CONTROL_RECORD_TYPES: tuple[type, ...] = (
+    LeaderChangeMessage,
+    SnapshotHeader,
+    SnapshotFooter,
+    KRaftVersionRecord,
+    VotersRecord,
+)
 
 # Highest version of each record this code reads and writes. Bumping one means
 # adding the new fields at the end and a metadata.version gate in `record_version`.
@@ -304,6 +346,13 @@ def _endpoint_from_wire(v: Any) -> Endpoint:
     return Endpoint(name, host, port, proto)
 
 
+def _voter_from_wire(v: Any) -> VoterEntry:
+    voter_id, directory_id, url = v
+    if not (_is_int(voter_id) and _is_str(directory_id) and _is_str(url)):
+        raise ValueError("voter fields must be [voter_id, directory_id, url]")
+    return VoterEntry(voter_id, directory_id, url)
+
+
 def _feature_from_wire(v: Any) -> BrokerFeature:
     name, lo, hi = v
     if not (_is_str(name) and _is_int(lo) and _is_int(hi)):
@@ -333,6 +382,8 @@ class _Codec:
                 self.nested[i] = _endpoint_from_wire
             elif ann == "tuple[BrokerFeature, ...]":
                 self.nested[i] = _feature_from_wire
+            elif ann == "tuple[VoterEntry, ...]":
+                self.nested[i] = _voter_from_wire
             else:
                 self.checks.append((i, _CHECKS[ann]))
         self.decode: Callable[[tuple[Any, ...]], Any] = _compile_decoder(self)
@@ -438,9 +489,11 @@ def _compile_decoder(codec: _Codec) -> Callable[[tuple[Any, ...]], Any]:
     return decode  # type: ignore[no-any-return]
 
 
-def _nested_to_wire(x: Endpoint | BrokerFeature) -> tuple[Any, ...]:
+def _nested_to_wire(x: Endpoint | BrokerFeature | VoterEntry) -> tuple[Any, ...]:
     if isinstance(x, Endpoint):
         return (x.name, x.host, x.port, x.security_protocol)
+    if isinstance(x, VoterEntry):
+        return (x.voter_id, x.directory_id, x.url)
     return (x.name, x.min_supported_version, x.max_supported_version)
 
 

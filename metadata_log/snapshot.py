@@ -4,7 +4,9 @@ A snapshot at (end offset N, epoch E) holds the state of the log up to and
 including offset N - 1, written as ordinary batches (metadata_log.batch) whose
 offsets start at 0 inside the file, as Kafka's snapshots do:
 
-    batch 0        control batch [SnapshotHeader(last_contained_log_time)]
+    batch 0        control batch [SnapshotHeader(last_contained_log_time)], followed by
+                   KRaftVersionRecord and VotersRecord when the snapshot carries the
+                   voter set (KIP-853: a node that loads it knows the voters)
     batches 1..k   data batches (the image as records, `records_per_batch` each)
     last batch     control batch [SnapshotFooter]
 
@@ -35,10 +37,12 @@ from metadata_log.batch import (
 from metadata_log.checkpoints import fsync_dir
 from metadata_log.errors import CorruptBatchError, IncompleteBatchError, RecordDecodeError
 from metadata_log.records import (
+    KRaftVersionRecord,
     MetadataRecord,
     Record,
     SnapshotFooter,
     SnapshotHeader,
+    VotersRecord,
     is_control,
 )
 
@@ -131,13 +135,15 @@ def _batches(
     last_contained_log_time: int,
     append_time_ms: int,
     records_per_batch: int,
+    voters: VotersRecord | None = None,
 ) -> Iterator[bytes]:
     epoch = snapshot_id.epoch
     offset = 0
-    yield encode_batch(
-        offset, epoch, append_time_ms, [SnapshotHeader(last_contained_log_time)], True
-    )
-    offset += 1
+    head: list[Record] = [SnapshotHeader(last_contained_log_time)]
+    if voters is not None:
+        head += [KRaftVersionRecord(1), voters]
+    yield encode_batch(offset, epoch, append_time_ms, head, True)
+    offset += len(head)
     pending: list[Record] = []
     for rec in records:
         if is_control(rec):
@@ -161,15 +167,21 @@ def write_snapshot(
     last_contained_log_time: int,
     append_time_ms: int,
     records_per_batch: int = 2000,
+    voters: VotersRecord | None = None,
 ) -> Path:
-    """Write a snapshot of `records` (streamed, batch by batch); returns its path."""
+    """Write a snapshot of `records` (streamed, batch by batch); returns its path.
+
+    `voters`: the voter set in force at the snapshot's end offset, stored in its
+    first control batch."""
     if records_per_batch <= 0:
         raise ValueError("records_per_batch must be positive")
     Path(directory).mkdir(parents=True, exist_ok=True)
     return _write_durably(
         directory,
         snapshot_id,
-        _batches(snapshot_id, records, last_contained_log_time, append_time_ms, records_per_batch),
+        _batches(
+            snapshot_id, records, last_contained_log_time, append_time_ms, records_per_batch, voters
+        ),
     )
 
 
@@ -213,9 +225,13 @@ def _verify(data: bytes | memoryview, path: str) -> SnapshotHeader:
         raise CorruptBatchError(path, 0, 0, "empty snapshot: no SnapshotHeader")
     first_pos, first = headers[0]
     first_recs = decode_records(data, first_pos, first, path) if first.control else []
-    if len(first_recs) != 1 or not isinstance(first_recs[0], SnapshotHeader):
+    if (
+        not first_recs
+        or not isinstance(first_recs[0], SnapshotHeader)
+        or not all(isinstance(r, KRaftVersionRecord | VotersRecord) for r in first_recs[1:])
+    ):
         raise CorruptBatchError(
-            path, 0, 0, "the first batch is not a control batch [SnapshotHeader]"
+            path, 0, 0, "the first batch is not a control batch [SnapshotHeader, voters?]"
         )
     last_pos, last = headers[-1]
     last_recs = decode_records(data, last_pos, last, path) if last.control else []
@@ -272,6 +288,29 @@ class Snapshot:
     def size_bytes(self) -> int:
         return len(self._data)
 
+    def voters(self) -> VotersRecord | None:
+        """The voter set the snapshot carries (None: written without one)."""
+        return snapshot_voters(self._data)
+
+
+def snapshot_voters(data: bytes | memoryview) -> VotersRecord | None:
+    """The VotersRecord of a snapshot's first control batch, if it has one.
+
+    Only the first batch is decoded (a snapshot's head may be all that is read).
+    """
+    if len(data) == 0:
+        return None
+    try:
+        h = parse_header(data, 0, "<snapshot>", 0)
+    except IncompleteBatchError:
+        return None
+    if not h.control or len(data) < h.length:
+        return None
+    for r in decode_records(data, 0, h, "<snapshot>"):
+        if isinstance(r, VotersRecord):
+            return r
+    return None
+
 
 def read_snapshot(path: str | Path) -> Snapshot:
     """Load and verify a snapshot file. Raises CorruptBatchError / RecordDecodeError."""
@@ -298,6 +337,7 @@ __all__ = [
     "list_snapshots",
     "read_snapshot",
     "snapshot_path",
+    "snapshot_voters",
     "write_snapshot",
     "write_snapshot_bytes",
 ]

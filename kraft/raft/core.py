@@ -23,12 +23,24 @@ Entry points (the shell serialises them on one task):
   tick(now_ms)                                   timers; call at next_wake_ms()
   propose(payloads, now_ms) / propose_records    leader appends
   resign(now_ms)                                 graceful hand-over
+  add_voter / remove_voter                       KIP-853 membership changes (leader)
   on_flushed(offset, now_ms)                     the log is durable up to offset
   ready() -> Ready                               what to persist/send/apply
+
+The voter set (KIP-853, kraft.raft.voters): a voter is a key (node id, directory
+id). The set lives in the log as VotersRecord control records (the first leader
+of a quorum bootstrapped from a static list writes it) and in snapshots; each
+node uses the newest set in its log as soon as it is appended and falls back to
+the previous one when that record is truncated. Changes are one voter at a time,
+only once the leader has committed an offset of its own epoch and no other
+change is uncommitted, which keeps every majority of the old set overlapping
+every majority of the new one. A leader that removes itself keeps leading (not
+counting itself) until the change commits, then resigns.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -39,7 +51,7 @@ from kraft.raft.log import ReplicatedLog
 from kraft.raft.messages import (
     FENCED_LEADER_EPOCH,
     INCONSISTENT_CLUSTER_ID,
-    INCONSISTENT_VOTER_SET,
+    INVALID_VOTER_KEY,
     NO_LEADER,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
@@ -76,9 +88,27 @@ from kraft.raft.state import (
     Resigned,
     Unattached,
 )
-from metadata_log.batch import HEADER_SIZE, encode_batch, encode_payload, iter_headers
-from metadata_log.records import LeaderChangeMessage, Record
-from metadata_log.snapshot import SnapshotId
+from kraft.raft.voters import UNKNOWN_DIRECTORY, Voter, VoterSet, VoterSetHistory
+from metadata_log.batch import (
+    HEADER_SIZE,
+    decode_records,
+    encode_batch,
+    encode_payload,
+    iter_headers,
+)
+from metadata_log.errors import MetadataLogError
+from metadata_log.records import (
+    KRaftVersionRecord,
+    LeaderChangeMessage,
+    Record,
+    VotersRecord,
+)
+from metadata_log.snapshot import SnapshotId, snapshot_voters
+
+# How much of a snapshot's head is read to find its voter set.
+_SNAPSHOT_HEAD_BYTES = 64 * 1024
+# How much of the log is read per step when scanning it for voter sets at start-up.
+_SCAN_BYTES = 8 * 1024 * 1024
 
 
 class NotLeaderError(Exception):
@@ -92,6 +122,29 @@ class NotLeaderError(Exception):
 
 class TruncationBelowHighWatermarkError(Exception):
     """A leader asked us to truncate committed data: a broken safety property."""
+
+
+class ReconfigError(Exception):
+    """An AddVoter / RemoveVoter the leader refuses; `code` is a Kafka-style error name.
+
+    `retriable`: the condition may clear by itself (the leader has not committed
+    an offset of its epoch yet, the new voter has not caught up): the shell may
+    wait, bounded, and ask again.
+    """
+
+    def __init__(self, code: str, message: str, retriable: bool = False) -> None:
+        self.code = code
+        self.retriable = retriable
+        super().__init__(message)
+
+
+# ReconfigError codes.
+CONCURRENT_VOTER_CHANGE = "CONCURRENT_VOTER_CHANGE"
+LEADER_NOT_READY = "LEADER_NOT_READY"
+VOTER_NOT_CAUGHT_UP = "VOTER_NOT_CAUGHT_UP"
+DUPLICATE_VOTER = "DUPLICATE_VOTER"
+VOTER_NOT_FOUND = "VOTER_NOT_FOUND"
+INVALID_VOTER_CHANGE = "INVALID_REQUEST"
 
 
 @dataclass(slots=True)
@@ -123,26 +176,47 @@ def _payload(entry: Any) -> tuple[bytes, int]:
     return entry.payload, entry.record_count
 
 
+def _as_voter_set(voters: Iterable[int] | VoterSet | None) -> VoterSet | None:
+    if voters is None or isinstance(voters, VoterSet):
+        return voters
+    return VoterSet.of(Voter(v, UNKNOWN_DIRECTORY, "") for v in voters)
+
+
 class RaftCore:
     def __init__(
         self,
         node_id: int,
-        voters: Iterable[int],
+        voters: Iterable[int] | VoterSet | None,
         cluster_id: str,
         log: ReplicatedLog,
         election_state: ElectionState,
         config: RaftConfig,
         rng: random.Random,
         now_ms: int,
+        *,
+        directory_id: str = UNKNOWN_DIRECTORY,
+        bootstrap_servers: Sequence[int] = (),
     ) -> None:
-        """`voters` is the static voter set (controller.quorum.voters) on every node:
-        a node that is not in it is an observer (observers need the voter ids to
-        bootstrap their first fetch)."""
+        """`voters` is the bootstrap voter set (controller.quorum.voters; ids only,
+        or a VoterSet with directory ids and URLs); a VotersRecord in the log or
+        the snapshot supersedes it. None: this node was started with
+        --bootstrap-controllers and learns the set from the log; until then it
+        fetches from `bootstrap_servers` (the shell's ids for those URLs).
+        `directory_id` is this node's, from meta.properties.
+        A node that is not a voter is an observer."""
         self.node_id = node_id
-        self.voters = frozenset(voters)
-        if not self.voters:
-            raise ValueError("the voter set is empty")
-        self.is_voter = node_id in self.voters
+        self.directory_id = directory_id
+        self._bootstrap_servers = tuple(bootstrap_servers)
+        bootstrap = _as_voter_set(voters)
+        if (bootstrap is None or not len(bootstrap)) and not self._bootstrap_servers:
+            raise ValueError("the voter set is empty and there are no bootstrap servers")
+        self._history = VoterSetHistory(
+            bootstrap if bootstrap is not None and len(bootstrap) else None
+        )
+        self._learned_endpoints: dict[int, str] = {}
+        self.voter_set: VoterSet = self._history.latest
+        self.voters: frozenset[int] = self.voter_set.ids
+        self.is_voter = self.voter_set.is_voter(node_id, directory_id)
         self.cluster_id = cluster_id
         self.log = log
         self.config = config
@@ -167,6 +241,8 @@ class RaftCore:
         self._snapshot_fetch: _SnapshotFetch | None = None
         self._snapshot_loaded: SnapshotId | None = None
         self._reported_leader: LeaderAndEpoch | None = None
+        self._voters_version = 0  # bumped on every change of the voter set in force
+        self._load_voter_history()
         self.state: QuorumState = self._initial_state(election_state)
         self._after()
 
@@ -210,6 +286,239 @@ class RaftCore:
 
     def _majority(self) -> int:
         return len(self.voters) // 2 + 1
+
+    # ============================================================== voter set
+
+    def _load_voter_history(self) -> None:
+        """The voter sets of the snapshot and of every VotersRecord in the log."""
+        log = self.log
+        snap = log.latest_snapshot_id()
+        if snap is not None:
+            vs = self._read_snapshot_voters(snap)
+            if vs is not None:
+                self._history.reset_to_snapshot(snap.end_offset, vs)
+        offset = log.start_offset
+        while offset < log.end_offset:
+            data = log.read(offset, _SCAN_BYTES)
+            if not data:
+                break
+            for pos, h in iter_headers(data, "<log>"):
+                if h.control:
+                    self._note_control_batch(data, pos, h)
+                offset = h.next_offset
+        self._voters_changed()
+
+    def _read_snapshot_voters(self, snap: SnapshotId) -> VoterSet | None:
+        try:
+            head, _size = self.log.read_snapshot_chunk(snap, 0, _SNAPSHOT_HEAD_BYTES)
+            rec = snapshot_voters(head)
+        except (KeyError, MetadataLogError):
+            return None  # a snapshot written without a voter set (or not a batch file)
+        return None if rec is None else VoterSet.from_record(rec)
+
+    def _note_control_batch(self, data: bytes, pos: int, header: Any) -> bool:
+        """Record the VotersRecords of a control batch just appended; True if any."""
+        found = False
+        for i, rec in enumerate(decode_records(data, pos, header, "<log>")):
+            if isinstance(rec, VotersRecord):
+                self._history.add(header.base_offset + i, VoterSet.from_record(rec))
+                found = True
+        return found
+
+    def _voters_changed(self) -> None:
+        """Put the newest voter set in force (after an append, truncation or snapshot)."""
+        vs = self._history.latest
+        if vs == self.voter_set and self.is_voter == vs.is_voter(self.node_id, self.directory_id):
+            return
+        self._voters_version += 1
+        self.voter_set = vs
+        self.voters = vs.ids
+        self.is_voter = vs.is_voter(self.node_id, self.directory_id)
+        s = getattr(self, "state", None)
+        if s is None:
+            return
+        if isinstance(s, Leader):
+            # Progress moves between the voter and observer tables; a replica whose
+            # directory id is not the voter's starts afresh (it never counted).
+            for vid in list(s.voter_states):
+                if vid not in self.voters:
+                    r = s.voter_states.pop(vid)
+                    s.observer_states.setdefault(vid, r)
+                    s.unacked.discard(vid)
+            for v in vs:
+                if v.node_id in s.voter_states:
+                    r = s.voter_states[v.node_id]
+                    if v.node_id != self.node_id and not v.matches(r.directory_id):
+                        s.voter_states[v.node_id] = ReplicaState(v.node_id)
+                    continue
+                obs = s.observer_states.get(v.node_id)
+                if obs is not None and v.matches(obs.directory_id):
+                    s.voter_states[v.node_id] = s.observer_states.pop(v.node_id)
+                else:
+                    s.voter_states[v.node_id] = ReplicaState(v.node_id, directory_id=v.directory_id)
+            s.fetched_since_check &= self.voters
+            self._maybe_advance_hw()
+        elif isinstance(s, Prospective | Candidate) and not self.is_voter:
+            # No longer a voter: out of the election (a candidate's vote is spent).
+            voted = self._election.voted_id if self._election.leader_epoch == s.epoch else None
+            self._set_state(Unattached(s.epoch, voted, None))
+        elif isinstance(s, Unattached) and self.is_voter and s.election_deadline_ms is None:
+            s.election_deadline_ms = self._election_timeout()
+        elif isinstance(s, Unattached) and not self.is_voter:
+            s.election_deadline_ms = None
+
+    def endpoint(self, node_id: int) -> str | None:
+        """The URL of `node_id` as this node knows it (voter set, or learned from a leader)."""
+        for _off, vs in reversed(self._history.entries()):
+            v = vs.get(node_id)
+            if v is not None and v.url:
+                return v.url
+        return self._learned_endpoints.get(node_id)
+
+    def voters_record_at(self, end_offset: int) -> VotersRecord | None:
+        """The voter set in force for a snapshot ending at `end_offset` (for its writer)."""
+        vs = self._history.at(end_offset)
+        return vs.to_record() if len(vs) else None
+
+    @property
+    def voters_version(self) -> int:
+        """Bumped whenever the voter set in force changes (for the shell's endpoints)."""
+        return self._voters_version
+
+    @property
+    def pending_voter_change(self) -> int | None:
+        """Offset of an uncommitted VotersRecord, if any."""
+        off = self._history.latest_offset
+        return off if off >= self.high_watermark else None
+
+    def _reconfig_precheck(self) -> Leader:
+        s = self.state
+        if not isinstance(s, Leader):
+            raise NotLeaderError(self.leader_id, self.epoch)
+        pending = self.pending_voter_change
+        if pending is not None:
+            raise ReconfigError(
+                CONCURRENT_VOTER_CHANGE,
+                f"a voter change (VotersRecord at offset {pending}) is not committed yet: "
+                "one change at a time; retry once it commits",
+            )
+        if self.high_watermark <= s.epoch_start_offset:
+            raise ReconfigError(
+                LEADER_NOT_READY,
+                f"the leader has not committed an offset of its epoch {s.epoch} yet "
+                f"(high watermark {self.high_watermark}, epoch start {s.epoch_start_offset})",
+                retriable=True,
+            )
+        return s
+
+    def _append_voters(self, s: Leader, new: VoterSet) -> int:
+        offset = self.log.end_offset
+        batch = encode_batch(offset, s.epoch, self._now, [new.to_record()], control=True)
+        self.log.append(batch)
+        self._history.add(offset, new)
+        self._voters_changed()
+        self._wake_fetches()
+        return offset
+
+    def add_voter(self, node_id: int, directory_id: str, url: str, now_ms: int) -> int:
+        """AddVoter (KIP-853) on the leader: append a VotersRecord with the new voter;
+        returns its offset (the change is done when it commits).
+
+        The new voter must be a replica fetching from this leader with that
+        directory id, caught up (at the log end within the fetch timeout).
+        Raises NotLeaderError or ReconfigError.
+        """
+        self._now = max(self._now, now_ms)
+        if not directory_id:
+            raise ReconfigError(INVALID_VOTER_CHANGE, "directory_id is required to add a voter")
+        if not url:
+            raise ReconfigError(INVALID_VOTER_CHANGE, "the new voter's url is required")
+        s = self._reconfig_precheck()
+        cur = self.voter_set.get(node_id)
+        if cur is not None:
+            if cur.directory_id == directory_id:
+                raise ReconfigError(
+                    DUPLICATE_VOTER, f"node {node_id} (directory {directory_id}) is already a voter"
+                )
+            raise ReconfigError(
+                DUPLICATE_VOTER,
+                f"node {node_id} is a voter with directory {cur.directory_id or '(unknown)'}: "
+                "remove that voter first",
+            )
+        r = s.observer_states.get(node_id)
+        if r is None or r.directory_id != directory_id:
+            raise ReconfigError(
+                VOTER_NOT_CAUGHT_UP,
+                f"node {node_id} with directory {directory_id} is not fetching from the "
+                "leader: start it (kraft controller --bootstrap-controllers ...) first",
+                retriable=True,
+            )
+        if (
+            r.last_caught_up_ms < 0
+            or self._now - r.last_caught_up_ms > self.config.fetch_timeout_ms
+        ):
+            raise ReconfigError(
+                VOTER_NOT_CAUGHT_UP,
+                f"node {node_id} has not caught up with the leader (fetch offset "
+                f"{r.end_offset}, leader log end {self.log.end_offset})",
+                retriable=True,
+            )
+        offset = self._append_voters(
+            s, self.voter_set.with_voter(Voter(node_id, directory_id, url))
+        )
+        self._after()
+        return offset
+
+    def remove_voter(self, node_id: int, directory_id: str, now_ms: int) -> int:
+        """RemoveVoter (KIP-853) on the leader: append a VotersRecord without the
+        voter (id and, when given, directory id must match); returns its offset.
+
+        Removing the leader itself is allowed: it keeps leading until the change
+        commits, then resigns. Raises NotLeaderError or ReconfigError.
+        """
+        self._now = max(self._now, now_ms)
+        s = self._reconfig_precheck()
+        cur = self.voter_set.get(node_id)
+        if cur is None or (
+            directory_id
+            and cur.directory_id != UNKNOWN_DIRECTORY
+            and cur.directory_id != directory_id
+        ):
+            raise ReconfigError(
+                VOTER_NOT_FOUND,
+                f"no voter ({node_id}, {directory_id or 'any directory'}); "
+                f"the voters are {self.voter_set.describe()}",
+            )
+        if len(self.voter_set) == 1:
+            raise ReconfigError(INVALID_VOTER_CHANGE, "cannot remove the only voter")
+        offset = self._append_voters(s, self.voter_set.without(node_id))
+        self._after()
+        return offset
+
+    def _maybe_fill_directory_ids(self) -> None:
+        """A quorum bootstrapped from a static list knows no directory ids: the
+        leader records each voter's as it learns it (its own, then from voters'
+        fetches), one VotersRecord at a time under the same rules as a change."""
+        s = self.state
+        if not isinstance(s, Leader) or self.pending_voter_change is not None:
+            return
+        if self.high_watermark <= s.epoch_start_offset:
+            return
+        filled = []
+        changed = False
+        for v in self.voter_set:
+            d = v.directory_id
+            if d == UNKNOWN_DIRECTORY:
+                if v.node_id == self.node_id:
+                    d = self.directory_id
+                else:
+                    r = s.voter_states.get(v.node_id)
+                    d = r.directory_id if r is not None else UNKNOWN_DIRECTORY
+            if d != v.directory_id:
+                changed = True
+            filled.append(Voter(v.node_id, d, v.url))
+        if changed:
+            self._append_voters(s, VoterSet.of(filled))
 
     def _election_timeout(self) -> int:
         """Randomized in [T, 2T] so that candidates rarely collide."""
@@ -314,7 +623,10 @@ class RaftCore:
                 continue
             # Never later than the election deadline, when the state is replaced.
             s.next_send_ms[v] = s.election_deadline_ms
-            self._send(v, req, self._now + self.config.election_timeout_ms)
+            voter = self.voter_set.get(v)
+            d = voter.directory_id if voter is not None else UNKNOWN_DIRECTORY
+            out = dataclasses.replace(req, voter_directory_id=d) if d else req
+            self._send(v, out, self._now + self.config.election_timeout_ms)
 
     def _become_leader(self) -> None:
         s = self.state
@@ -334,14 +646,26 @@ class RaftCore:
         self._set_state(leader)
         # The first batch of every epoch: the HW can only advance once an offset
         # of this epoch (this one) is on a majority (Raft's commit rule).
-        batch = encode_batch(
-            self.log.end_offset,
-            epoch,
-            self._now,
-            [LeaderChangeMessage(self.node_id, tuple(sorted(self.voters)), leader.granting_voters)],
-            control=True,
-        )
+        records: list[Record] = [
+            LeaderChangeMessage(self.node_id, tuple(sorted(self.voters)), leader.granting_voters)
+        ]
+        base = self.log.end_offset
+        bootstrap: VoterSet | None = None
+        if not self._history.from_log:
+            # KIP-853: the first leader writes the bootstrap voter set into the
+            # log, so that it is replicated and can then be changed.
+            bootstrap = VoterSet.of(
+                Voter(v.node_id, self.directory_id, v.url)
+                if v.node_id == self.node_id and not v.directory_id
+                else v
+                for v in self.voter_set
+            )
+            records += [KRaftVersionRecord(1), bootstrap.to_record()]
+        batch = encode_batch(base, epoch, self._now, records, control=True)
         self.log.append(batch)
+        if bootstrap is not None:
+            self._history.add(base + 2, bootstrap)
+            self._voters_changed()
         self._send_begin_quorum()
         self._maybe_advance_hw()
 
@@ -476,11 +800,17 @@ class RaftCore:
     # --------------------------------------------------------------------- Vote
 
     def _on_vote(self, req: VoteRequest, correlation: int) -> None:
-        if not self.is_voter or req.candidate_id not in self.voters:
+        # KIP-853: the voter set can differ between replicas for a while, so a
+        # vote is answered whether or not the candidate (or this node) is in this
+        # node's voter set: a new voter may be needed to elect a leader before it
+        # has read the VotersRecord that added it. The candidate counts only its
+        # own voters. What is checked is that this node is the replica the
+        # candidate means (its directory id), and the log rule as always.
+        if req.voter_directory_id and req.voter_directory_id != self.directory_id:
             self._respond(
                 correlation,
                 VoteResponse(
-                    INCONSISTENT_VOTER_SET, False, self._known_leader(), self.epoch, req.pre_vote
+                    INVALID_VOTER_KEY, False, self._known_leader(), self.epoch, req.pre_vote
                 ),
             )
             return
@@ -544,11 +874,11 @@ class RaftCore:
             return
         if isinstance(s, Prospective) and resp.pre_vote:
             (s.granted if resp.vote_granted else s.rejected).add(inf.destination)
-            if len(s.granted) >= self._majority():
+            if len(s.granted & self.voters) >= self._majority():
                 self._become_candidate()
         elif isinstance(s, Candidate) and not resp.pre_vote and resp.leader_epoch == s.epoch:
             (s.granted if resp.vote_granted else s.rejected).add(inf.destination)
-            if len(s.granted) >= self._majority():
+            if len(s.granted & self.voters) >= self._majority():
                 self._become_leader()
 
     # --------------------------------------------------------- BeginQuorumEpoch
@@ -619,7 +949,11 @@ class RaftCore:
             err = UNKNOWN_LEADER_EPOCH
         else:
             err = NOT_LEADER_OR_FOLLOWER
-        return FetchResponse(err, self._known_leader(), self.epoch, log_start_offset=-1)
+        lid = self.leader_id
+        url = (self.endpoint(lid) or "") if lid is not None else ""
+        return FetchResponse(
+            err, self._known_leader(), self.epoch, log_start_offset=-1, leader_endpoint=url
+        )
 
     def _on_fetch(self, req: FetchRequest, correlation: int) -> None:
         s = self.state
@@ -705,12 +1039,24 @@ class RaftCore:
         rid = req.replica_id
         if rid == self.node_id:
             return None
-        # Only the leader's current voters count toward the high watermark.
-        counts = rid in self.voters and req.replica_is_voter
+        # Only the leader's current voters count toward the high watermark, by
+        # voter key (KIP-853): the same id with another directory id (a wiped
+        # disk) is an observer. A voter whose directory id is not known yet (a
+        # static bootstrap) counts when it says it is a voter.
+        voter = self.voter_set.get(rid)
+        if voter is None:
+            counts = False
+        elif voter.directory_id:
+            counts = voter.directory_id == req.replica_directory_id
+        else:
+            counts = req.replica_is_voter
         table = s.voter_states if counts else s.observer_states
         replica = table.get(rid)
-        if replica is None:
-            replica = table[rid] = ReplicaState(rid)
+        if replica is None or (counts and replica.directory_id != req.replica_directory_id):
+            replica = table[rid] = ReplicaState(rid, directory_id=req.replica_directory_id)
+        elif replica.directory_id != req.replica_directory_id:
+            # Another incarnation of this id (a wiped disk): its progress starts over.
+            replica = table[rid] = ReplicaState(rid, directory_id=req.replica_directory_id)
         replica.last_fetch_ms = self._now
         if end_offset is not None:
             replica.end_offset = end_offset
@@ -719,7 +1065,8 @@ class RaftCore:
         if counts:
             s.unacked.discard(rid)  # a fetch acknowledges BeginQuorumEpoch
             s.fetched_since_check.add(rid)
-            if len(s.fetched_since_check | {self.node_id}) >= self._majority():
+            me = {self.node_id} if self.is_voter else set()
+            if len(s.fetched_since_check | me) >= self._majority():
                 s.check_quorum_deadline_ms = self._now + self.config.check_quorum_timeout_ms
                 s.fetched_since_check.clear()
         return replica
@@ -733,7 +1080,11 @@ class RaftCore:
             return False
         ends = sorted(
             (
-                self.log.flushed_offset if v == self.node_id else s.voter_states[v].end_offset
+                self.log.flushed_offset
+                if v == self.node_id and self.is_voter
+                else s.voter_states[v].end_offset
+                if v != self.node_id
+                else -1
                 for v in self.voters
             ),
             reverse=True,
@@ -751,6 +1102,8 @@ class RaftCore:
         if corr != self._fetch_correlation:
             return  # a stale or duplicated answer
         self._fetch_correlation = None
+        if resp.leader_endpoint and resp.leader_id >= 0:
+            self._learned_endpoints[resp.leader_id] = resp.leader_endpoint
         if self._maybe_learn(resp.leader_epoch, resp.leader_id):
             return
         s = self.state
@@ -789,6 +1142,8 @@ class RaftCore:
                 )
             log.truncate_to(target)
             self._flush_requested = min(self._flush_requested, log.end_offset)
+            if self._history.truncate_from(log.end_offset):
+                self._voters_changed()  # back to the previous voter set
             return
         if resp.snapshot_id is not None:
             sid = resp.snapshot_id
@@ -801,11 +1156,16 @@ class RaftCore:
     def _append_fetched(self, records: bytes) -> bool:
         log = self.log
         first = True
+        voters = False
         for pos, header in iter_headers(records, "<fetch response>"):
             if first and header.base_offset != log.end_offset:
                 return False  # not where our log ends (a stale answer): ignore
             first = False
             log.append(records[pos : pos + header.length])
+            if header.control and self._note_control_batch(records, pos, header):
+                voters = True
+        if voters:
+            self._voters_changed()  # in force as soon as appended
         return True
 
     def _update_follower_hw(self, leader_hw: int) -> None:
@@ -872,6 +1232,10 @@ class RaftCore:
             self.log.install_snapshot(sf.snapshot_id, bytes(sf.data))
             self._flush_requested = min(self._flush_requested, self.log.end_offset)
             self._snapshot_fetch = None
+            self._history.reset_to_snapshot(
+                sf.snapshot_id.end_offset, self._read_snapshot_voters(sf.snapshot_id)
+            )
+            self._voters_changed()
             if sf.snapshot_id.end_offset > self.high_watermark:
                 self.high_watermark = sf.snapshot_id.end_offset
             self._snapshot_loaded = sf.snapshot_id
@@ -1011,7 +1375,7 @@ class RaftCore:
         if isinstance(s, Leader):
             for parked in self._purgatory.expire(now):
                 self._respond(parked.correlation, self._fetch_data(s, parked.request))
-            if len(self.voters) > 1 and now >= s.check_quorum_deadline_ms:
+            if self.voters != {self.node_id} and now >= s.check_quorum_deadline_ms:
                 # A majority has not fetched for 1.5 fetch timeouts: we may be
                 # partitioned away; stop accepting writes that cannot commit.
                 self._become_resigned(())
@@ -1021,6 +1385,11 @@ class RaftCore:
                     self._become_prospective()
                 else:
                     self._become_unattached(s.epoch)
+        elif isinstance(s, Resigned) and not self.is_voter:
+            # A leader that removed itself (or was removed) hands over, then
+            # follows the new leader as an observer.
+            if now >= s.election_deadline_ms or not s.unacked:
+                self._become_unattached(s.epoch)
         elif isinstance(s, Unattached | Prospective | Candidate | Resigned):
             deadline = s.election_deadline_ms
             if deadline is not None and now >= deadline and self.is_voter:
@@ -1037,7 +1406,7 @@ class RaftCore:
         s = self.state
         times: list[int] = [inf.deadline_ms for inf in self._inflight.values()]
         if isinstance(s, Leader):
-            if len(self.voters) > 1:
+            if self.voters != {self.node_id}:
                 times.append(s.check_quorum_deadline_ms)
             d = self._purgatory.next_deadline_ms()
             if d is not None:
@@ -1089,9 +1458,11 @@ class RaftCore:
         if isinstance(s, Follower):
             destination = s.leader_id
         else:
-            # An observer without a leader asks the voters in turn; any answer
-            # names the leader it knows.
-            others = sorted(self.voters - {self.node_id})
+            # An observer without a leader asks the voters in turn (or, before it
+            # knows any, the --bootstrap-controllers); any answer names the leader.
+            others = sorted(self.voters - {self.node_id}) or list(self._bootstrap_servers)
+            if not others:
+                return
             destination = others[self._bootstrap_index % len(others)]
         timeout = self.config.fetch_max_wait_ms + self.config.request_timeout_ms
         sf = self._snapshot_fetch
@@ -1115,6 +1486,7 @@ class RaftCore:
                 self.config.fetch_max_wait_ms,
                 self.config.fetch_max_bytes,
                 self.high_watermark,
+                self.directory_id,
             )
         self._fetch_correlation = self._send(destination, req, self._now + timeout)
 
@@ -1146,6 +1518,15 @@ class RaftCore:
 
     def _after(self) -> None:
         """Common tail of every entry point."""
+        s = self.state
+        if isinstance(s, Leader):
+            if not self.is_voter and self.high_watermark > self._history.latest_offset:
+                # Our removal committed: hand over to the best-placed voter.
+                others = [r for v, r in s.voter_states.items() if v != self.node_id]
+                others.sort(key=lambda r: (-r.end_offset, -r.last_fetch_ms, r.node_id))
+                self._become_resigned(tuple(r.node_id for r in others))
+            else:
+                self._maybe_fill_directory_ids()
         self._poll()
 
     def ready(self) -> Ready:
@@ -1195,8 +1576,13 @@ class RaftCore:
             def row(r: ReplicaState) -> dict[str, Any]:
                 own = r.node_id == self.node_id
                 leo = end if own else r.end_offset
+                voter = self.voter_set.get(r.node_id)
+                d = self.directory_id if own else r.directory_id
+                if voter is not None and voter.directory_id and r.node_id in s.voter_states:
+                    d = voter.directory_id
                 return {
                     "node_id": r.node_id,
+                    "directory_id": d,
                     "log_end_offset": leo,
                     "lag": max(end - leo, 0) if leo >= 0 else end,
                     "last_fetch_timestamp": now_ms if own else r.last_fetch_ms,
@@ -1206,5 +1592,9 @@ class RaftCore:
             out["voters"] = [row(r) for _, r in sorted(s.voter_states.items())]
             out["observers"] = [row(r) for _, r in sorted(s.observer_states.items())]
         else:
-            out["voters"] = [{"node_id": v} for v in sorted(self.voters)]
+            out["voters"] = [
+                {"node_id": v.node_id, "directory_id": v.directory_id} for v in self.voter_set
+            ]
+        out["directory_id"] = self.directory_id
+        out["voter_endpoints"] = {str(v.node_id): v.url for v in self.voter_set if v.url}
         return out

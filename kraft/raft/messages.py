@@ -29,6 +29,8 @@ POSITION_OUT_OF_RANGE = "POSITION_OUT_OF_RANGE"
 SNAPSHOT_NOT_FOUND = "SNAPSHOT_NOT_FOUND"
 INCONSISTENT_VOTER_SET = "INCONSISTENT_VOTER_SET"
 INVALID_REQUEST = "INVALID_REQUEST"
+# KIP-853: the request names a voter key (id, directory id) the receiver is not.
+INVALID_VOTER_KEY = "INVALID_VOTER_KEY"
 
 ERRORS = frozenset(
     {
@@ -42,6 +44,7 @@ ERRORS = frozenset(
         SNAPSHOT_NOT_FOUND,
         INCONSISTENT_VOTER_SET,
         INVALID_REQUEST,
+        INVALID_VOTER_KEY,
     }
 )
 
@@ -70,6 +73,9 @@ class VoteRequest:
     last_offset_epoch: int  # epoch of the candidate's last batch
     last_offset: int  # the candidate's log end offset
     pre_vote: bool = False
+    # KIP-853: the directory id the candidate holds for the receiving voter ("":
+    # not known); a receiver with another directory id is not that voter.
+    voter_directory_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +156,8 @@ class FetchRequest:
     max_wait_ms: int = 500
     max_bytes: int = 1 << 20
     high_watermark: int = -1
+    # KIP-853: the fetcher's directory id; with replica_id its voter key.
+    replica_directory_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +171,9 @@ class FetchResponse:
     records: bytes = b""
     diverging_epoch: DivergingEpoch | None = None
     snapshot_id: SnapshotId | None = None
+    # The leader's URL when the responder knows it (Kafka's NodeEndpoints), so
+    # that a node bootstrapped from --bootstrap-controllers can reach it.
+    leader_endpoint: str = ""
 
 
 # ------------------------------------------------------------------- FetchSnapshot
@@ -281,6 +292,9 @@ _INT_FIELDS = {
 }
 _BOOL_FIELDS = {"pre_vote", "vote_granted", "replica_is_voter"}
 _BYTES_FIELDS = {"records", "chunk"}
+_STR_FIELDS = frozenset(
+    {"cluster_id", "error", "voter_directory_id", "replica_directory_id", "leader_endpoint"}
+)
 
 
 def message_from_wire(obj: Any) -> RaftMessage:
@@ -308,7 +322,7 @@ def message_from_wire(obj: Any) -> RaftMessage:
             if not isinstance(v, bytes | bytearray):
                 raise WireFormatError(f"{cls.__name__}.{name} must be bytes")
             v = bytes(v)
-        elif name in ("cluster_id", "error"):
+        elif name in _STR_FIELDS:
             if type(v) is not str:
                 raise WireFormatError(f"{cls.__name__}.{name} must be a string")
             if name == "error" and v not in ERRORS:

@@ -55,6 +55,7 @@ class ReplicaState:
     end_offset: int = -1  # last validated fetch offset; -1 before its first fetch
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    directory_id: str = ""  # from its fetches (KIP-853); "" until it fetched
 
 
 @dataclass(slots=True)

@@ -71,6 +71,9 @@ RIGHT_KIND: dict[str, st.SearchStrategy[Any]] = {
     "tuple[BrokerFeature, ...]": st.lists(
         st.tuples(st.text(max_size=1), st.integers(0, 2), st.integers(0, 2)), max_size=2
     ).map(tuple),
+    "tuple[VoterEntry, ...]": st.lists(
+        st.tuples(st.integers(0, 2), st.text(max_size=1), st.text(max_size=1)), max_size=2
+    ).map(tuple),
 }
 
 

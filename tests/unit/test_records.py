@@ -20,6 +20,7 @@ from metadata_log.records import (
     EndTransactionRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
+    KRaftVersionRecord,
     LeaderChangeMessage,
     NoOpRecord,
     PartitionChangeRecord,
@@ -31,6 +32,8 @@ from metadata_log.records import (
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    VoterEntry,
+    VotersRecord,
     decode_record,
     encode_record,
     is_control,
@@ -104,6 +107,11 @@ STRATEGIES = {
     LeaderChangeMessage: st.builds(LeaderChangeMessage, small, replicas, replicas),
     SnapshotHeader: st.builds(SnapshotHeader, ints),
     SnapshotFooter: st.just(SnapshotFooter()),
+    KRaftVersionRecord: st.builds(KRaftVersionRecord, small),
+    VotersRecord: st.builds(
+        VotersRecord,
+        st.lists(st.builds(VoterEntry, small, text, text), max_size=5).map(tuple),
+    ),
 }
 
 

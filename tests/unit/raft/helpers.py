@@ -18,7 +18,7 @@ from kraft.raft.messages import (
 from kraft.raft.ready import Outbound, Ready
 from kraft.raft.state import ElectionState
 from metadata_log.batch import encode_batch
-from metadata_log.records import NoOpRecord
+from metadata_log.records import NoOpRecord, VoterEntry, VotersRecord
 
 CLUSTER = "unit-cluster"
 CONFIG = RaftConfig()
@@ -28,13 +28,29 @@ def batch(base: int, epoch: int, count: int = 1, t: int = 0) -> bytes:
     return encode_batch(base, epoch, t, [NoOpRecord()] * count)
 
 
-def build_log(epochs: Iterable[tuple[int, int, int]], flush: bool = True) -> MemoryLog:
-    """A log holding one single-record batch per offset: epochs [(epoch, start, end)]."""
+def voters_batch(base: int, epoch: int, voters: Iterable[int]) -> bytes:
+    """A control batch holding a VotersRecord of `voters` (directory ids unknown)."""
+    rec = VotersRecord(tuple(VoterEntry(v, "", "") for v in voters))
+    return encode_batch(base, epoch, 0, [rec], control=True)
+
+
+def build_log(
+    epochs: Iterable[tuple[int, int, int]],
+    flush: bool = True,
+    voters: Iterable[int] | None = None,
+) -> MemoryLog:
+    """A log holding one single-record batch per offset: epochs [(epoch, start, end)].
+
+    With `voters`, offset 0 holds a VotersRecord of them instead (as a quorum's
+    first leader writes it), so a leader elected on it writes none."""
     log = MemoryLog()
     for epoch, start, end in epochs:
         assert start == log.end_offset, "epochs must be contiguous"
         for off in range(start, end):
-            log.append(batch(off, epoch))
+            if off == 0 and voters is not None:
+                log.append(voters_batch(0, epoch, voters))
+            else:
+                log.append(batch(off, epoch))
     if flush:
         log.flush()
     return log

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kraft.raft.config import RaftConfig
 from kraft.raft.messages import (
     INCONSISTENT_CLUSTER_ID,
-    INCONSISTENT_VOTER_SET,
+    INVALID_VOTER_KEY,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
     BeginQuorumEpochRequest,
@@ -71,11 +73,13 @@ def test_single_voter_elects_itself_and_commits_once_flushed():
     assert core.is_leader and core.epoch == 1
     r = core.ready()
     assert r.election_state == ElectionState(1, 1, 1)
-    assert r.flush_to == 1  # the LeaderChangeMessage
+    # The LeaderChangeMessage, and (the first leader of a quorum bootstrapped
+    # from a static voter list, KIP-853) KRaftVersionRecord + VotersRecord.
+    assert r.flush_to == 3
     assert core.high_watermark == 0  # not flushed yet
-    flush(core, 1)
-    assert core.high_watermark == 1
-    assert core.ready().high_watermark == 1
+    flush(core, 3)
+    assert core.high_watermark == 3
+    assert core.ready().high_watermark == 3
 
 
 # ------------------------------------------------------- pre-vote, then vote
@@ -116,7 +120,8 @@ def test_winner_persists_leadership_and_sends_begin_quorum_epoch():
     r = elect(core)
     assert r.election_state == ElectionState(1, 1, 1)
     assert sorted(o.destination for o in sent(r, BeginQuorumEpochRequest)) == [2, 3]
-    assert core.log.end_offset == 1  # LeaderChangeMessage
+    # LeaderChangeMessage + KRaftVersionRecord + VotersRecord (the bootstrap set)
+    assert core.log.end_offset == 3
 
 
 def test_failed_vote_request_is_retried_after_backoff():
@@ -173,11 +178,26 @@ def test_vote_refused_to_a_less_up_to_date_log():
     assert answers(core.ready(), 9).vote_granted
 
 
-def test_vote_request_from_a_non_voter_is_refused():
+def test_vote_request_from_a_non_voter_is_answered_by_the_log_rule():
+    # KIP-853: voter sets differ between replicas for a while (a new voter may
+    # be needed to elect a leader before everyone read the record adding it),
+    # so the candidate need not be in this node's voter set; it counts only
+    # the votes of its own voters.
     core = make_core(node_id=2)
     core.handle_request(vote(100, 1), 5, 1)
     resp = answers(core.ready(), 1)
-    assert resp.error == INCONSISTENT_VOTER_SET and not resp.vote_granted
+    assert resp.error == NONE and resp.vote_granted
+    assert core.epoch == 1
+
+
+def test_vote_request_for_another_directory_id_is_refused():
+    # The candidate asks the voter (2, "dir-a"); this replica is (2, "dir-b"): a
+    # disk that was wiped and formatted again is not the voter it replaced.
+    core = make_core(node_id=2)
+    core.directory_id = "dir-b"
+    core.handle_request(replace(vote(1, 1), voter_directory_id="dir-a"), 5, 1)
+    resp = answers(core.ready(), 1)
+    assert resp.error == INVALID_VOTER_KEY and not resp.vote_granted
     assert core.epoch == 0
 
 
@@ -372,9 +392,10 @@ def test_observers_never_start_elections():
         for o in sent(r, FetchRequest):
             assert not o.message.replica_is_voter
             core.request_failed(o.correlation, now)
-    # ...and never vote.
-    core.handle_request(vote(1, 1), now, 1)
-    assert answers(core.ready(), 1).error == INCONSISTENT_VOTER_SET
+    # ...but answer a vote request by the log rule (KIP-853: it may be a voter
+    # in the candidate's newer voter set).
+    core.handle_request(vote(1, core.epoch + 1), now, 1)
+    assert answers(core.ready(), 1).error == NONE
 
 
 def test_observer_asks_the_voters_in_turn_until_one_names_the_leader():

@@ -44,7 +44,7 @@ def leader_with(
 ):
     """A leader of `epoch` (default: the next one) whose log holds `epochs` and then
     its own epoch (LeaderChangeMessage + `extra` single-record batches), flushed."""
-    log = build_log(epochs)
+    log = build_log(epochs, voters=voters if epochs else None)
     last = epochs[-1][0] if epochs else 0
     before = max(epoch - 1, last)
     core = make_core(voters=voters, log=log, es=ElectionState(before, None, None), config=config)
@@ -237,7 +237,7 @@ def test_fetch_answer_from_a_newer_epoch_moves_the_follower():
 
 def test_high_watermark_needs_an_offset_of_the_leaders_epoch_on_a_majority():
     # The new leader of epoch 2 holds 1:[0,5) from the old epoch, flushed.
-    log = build_log([(1, 0, 5)])
+    log = build_log([(1, 0, 5)], voters=(1, 2, 3))
     core = make_core(log=log, es=ElectionState(1, None, None))
     core.ready()
     elect(core)
