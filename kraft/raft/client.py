@@ -33,6 +33,13 @@ And on the leader: `append(batches)` appends atomically and returns the last
 offset at once; `wait_committed(offset)` resolves when it commits (or raises
 NotLeaderError if leadership is lost first, when the outcome is unknown).
 
+Voter set changes (KIP-853): `add_voter` / `remove_voter` run the core's
+AddVoter / RemoveVoter in the driver task, retry (bounded) while the leader is
+not ready or the new voter is still catching up, and resolve once the
+VotersRecord commits. Peers are addressed through the core's view of the voter
+set (and, for a node started with --bootstrap-controllers, the bootstrap URLs
+under negative ids until the log names the voters).
+
 Every background task is cancelled by `shutdown()`, which first resigns a
 leadership (EndQuorumEpoch to the voters, bounded wait) so that a successor is
 elected at once instead of after a fetch timeout.
@@ -52,7 +59,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kraft.raft.config import RaftConfig
-from kraft.raft.core import RaftCore
+from kraft.raft.core import NotLeaderError as CoreNotLeaderError
+from kraft.raft.core import RaftCore, ReconfigError
 from kraft.raft.log import ReplicatedLog
 from kraft.raft.messages import (
     FetchRequest,
@@ -63,6 +71,7 @@ from kraft.raft.messages import (
 from kraft.raft.ready import Outbound, Ready
 from kraft.raft.state import ElectionState, LeaderAndEpoch, Resigned
 from kraft.raft.transport import HttpTransport, TransportError
+from kraft.raft.voters import UNKNOWN_DIRECTORY, Voter, VoterSet
 from metadata_log.batch import HEADER_SIZE, BatchHeader, decode_records, encode_batch, parse_header
 from metadata_log.records import Record
 from metadata_log.snapshot import SnapshotId
@@ -174,7 +183,7 @@ class RaftListener(Protocol):
 
 
 # Items of the driver's inbox.
-_REQ, _RESP, _FAIL, _RESIGN = 0, 1, 2, 3
+_REQ, _RESP, _FAIL, _RESIGN, _CALL = 0, 1, 2, 3, 4
 
 
 def _payload_of(entry: Any) -> tuple[bytes, int]:
@@ -196,7 +205,7 @@ class RaftClient:
     def __init__(
         self,
         node_id: int,
-        voters: dict[int, str],
+        voters: dict[int, str] | None,
         cluster_id: str,
         log_: ClientLog,
         quorum_state: QuorumStateStore,
@@ -205,15 +214,25 @@ class RaftClient:
         transport: HttpTransport | None = None,
         rng: random.Random | None = None,
         clock: Callable[[], int] = wall_ms,
+        directory_id: str = UNKNOWN_DIRECTORY,
+        bootstrap_servers: Sequence[str] = (),
     ) -> None:
-        """`voters`: voter id -> base URL. A node_id not among them is an observer."""
+        """`voters`: the static voter set, id -> base URL (None: none, the node was
+        started with `bootstrap_servers` and learns the voters from the log). A node
+        that is not a voter is an observer. `directory_id`: from meta.properties."""
         self.node_id = node_id
-        self.voter_urls = dict(voters)
+        self.voter_urls = dict(voters or {})
+        self.directory_id = directory_id
+        # Bootstrap servers get negative ids (as Kafka's bootstrap nodes do).
+        self.bootstrap_urls = {-(i + 1): u.rstrip("/") for i, u in enumerate(bootstrap_servers)}
+        if not self.voter_urls and not self.bootstrap_urls:
+            raise ValueError("give the voters or bootstrap servers")
         self.cluster_id = cluster_id
         self.log = log_
         self.quorum_state = quorum_state
         self.config = config or RaftConfig()
-        self.transport = transport or HttpTransport(voters)
+        self.transport = transport or HttpTransport(self.voter_urls)
+        self.transport.peers.update(self.bootstrap_urls)
         self.clock = clock
         self._rng = rng or random.Random()
         self.core: RaftCore | None = None
@@ -268,16 +287,24 @@ class RaftClient:
         now = self.clock()
         if started_ms is not None:
             now = min(now, max(started_ms, now - self.config.election_timeout_ms))
+        static = (
+            VoterSet.of(Voter(i, UNKNOWN_DIRECTORY, u) for i, u in self.voter_urls.items())
+            if self.voter_urls
+            else None
+        )
         self.core = RaftCore(
             self.node_id,
-            self.voter_urls.keys(),
+            static,
             self.cluster_id,
             self.log,
             election,
             self.config,
             self._rng,
             now,
+            directory_id=self.directory_id,
+            bootstrap_servers=tuple(self.bootstrap_urls),
         )
+        self._voters_version = -1
         snap = self.log.latest_snapshot_id()
         self._delivered = self.log.start_offset
         if snap is not None and snap.end_offset > self._delivered:
@@ -374,7 +401,73 @@ class RaftClient:
         return self.core.leader_and_epoch if self.core else LeaderAndEpoch(None, 0)
 
     def leader_url(self, leader_id: int | None) -> str | None:
-        return None if leader_id is None else self.voter_urls.get(leader_id)
+        if leader_id is None:
+            return None
+        url = self.core.endpoint(leader_id) if self.core is not None else None
+        return url or self.voter_urls.get(leader_id)
+
+    # ------------------------------------------------------- voter set changes
+
+    async def _call(self, fn: Callable[[RaftCore, int], Any]) -> Any:
+        """Run fn(core, now) in the driver task (the only one that touches the core)."""
+        if self._task is None or self._task.done():
+            raise RaftFatalError("the Raft client is not running")
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._push((_CALL, fn, fut))
+        return await fut
+
+    async def _change_voters(self, fn: Callable[[RaftCore, int], int], timeout_s: float) -> int:
+        """A voter change: retried while its condition may clear (bounded by
+        timeout_s), then awaited until its VotersRecord commits. Raises
+        ReconfigError (the last refusal), NotLeaderError or TimeoutError."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        backoff = 0.05
+        while True:
+            try:
+                offset: int = await self._call(fn)
+                break
+            except CoreNotLeaderError as e:
+                raise NotLeaderError(e.leader_id, e.epoch) from None
+            except ReconfigError as e:
+                if not e.retriable or loop.time() + backoff > deadline:
+                    raise
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 0.5)
+        remaining = max(deadline - loop.time(), 0.001)
+        core = self.core
+        assert core is not None
+        epoch = core.epoch
+        while core.high_watermark <= offset:
+            if not core.is_leader or core.epoch != epoch:
+                # A leader that removed itself resigns right after the commit:
+                # the high watermark tells whether it got there.
+                if core.high_watermark > offset:
+                    break
+                le = core.leader_and_epoch
+                raise NotLeaderError(le.leader_id, le.epoch)
+            if loop.time() >= deadline:
+                raise TimeoutError(
+                    f"the voter change at offset {offset} did not commit within "
+                    f"{remaining:.1f}s (high watermark {core.high_watermark})"
+                )
+            await asyncio.sleep(0.02)
+        return offset
+
+    async def add_voter(
+        self, node_id: int, directory_id: str, url: str, timeout_s: float = 30.0
+    ) -> int:
+        """AddVoter on this (leader) node; returns the VotersRecord's offset once committed."""
+        return await self._change_voters(
+            lambda core, now: core.add_voter(node_id, directory_id, url.rstrip("/"), now),
+            timeout_s,
+        )
+
+    async def remove_voter(self, node_id: int, directory_id: str, timeout_s: float = 30.0) -> int:
+        """RemoveVoter on this (leader) node; returns the VotersRecord's offset once committed."""
+        return await self._change_voters(
+            lambda core, now: core.remove_voter(node_id, directory_id, now), timeout_s
+        )
 
     def next_offset(self) -> int:
         """The offset the next appended record gets (on the leader)."""
@@ -509,6 +602,16 @@ class RaftClient:
                 core.request_failed(item[1], now)
             elif kind == _RESIGN:
                 core.resign(now)
+            elif kind == _CALL:
+                fut = item[2]
+                try:
+                    result = item[1](core, now)
+                except (ReconfigError, CoreNotLeaderError, ValueError) as e:
+                    if not fut.done():
+                        fut.set_exception(e)
+                else:
+                    if not fut.done():
+                        fut.set_result(result)
         job = self._flush_job
         if job is not None and job.done:
             self._flush_job = None
@@ -589,6 +692,12 @@ class RaftClient:
     # ----------------------------------------------------------------- sending
 
     def _spawn_send(self, out: Outbound) -> None:
+        core = self.core
+        if core is not None and out.destination >= 0:
+            # The voter set (or a leader's answer) says where each node listens.
+            url = core.endpoint(out.destination)
+            if url:
+                self.transport.peers[out.destination] = url.rstrip("/")
         task = asyncio.create_task(self._send(out))
         self._sends.add(task)
         task.add_done_callback(self._sends.discard)
@@ -688,7 +797,14 @@ class RaftClient:
         if core.is_leader:
             if self._claimed_epoch != core.epoch:
                 start = core.epoch_start_offset
-                if start is not None and self._delivered > start:
+                # Everything in the log, not just the epoch's first batch: the core
+                # may have appended a VotersRecord of its own (the directory ids of
+                # a static bootstrap, KIP-853) that the listener must see first.
+                if (
+                    start is not None
+                    and self._delivered > start
+                    and self._delivered >= self.log.end_offset
+                ):
                     self._claimed_epoch = core.epoch
                     self._report(le)
             return

@@ -320,7 +320,12 @@ class RaftCore:
         """Record the VotersRecords of a control batch just appended; True if any."""
         found = False
         for i, rec in enumerate(decode_records(data, pos, header, "<log>")):
-            if isinstance(rec, VotersRecord):
+            # A record the snapshot already covers (a log kept below it) is older
+            # than the snapshot's set.
+            if (
+                isinstance(rec, VotersRecord)
+                and header.base_offset + i > self._history.latest_offset
+            ):
                 self._history.add(header.base_offset + i, VoterSet.from_record(rec))
                 found = True
         return found
@@ -369,6 +374,9 @@ class RaftCore:
 
     def endpoint(self, node_id: int) -> str | None:
         """The URL of `node_id` as this node knows it (voter set, or learned from a leader)."""
+        v = self.voter_set.get(node_id)
+        if v is not None and v.url:
+            return v.url
         for _off, vs in reversed(self._history.entries()):
             v = vs.get(node_id)
             if v is not None and v.url:
@@ -395,19 +403,19 @@ class RaftCore:
         s = self.state
         if not isinstance(s, Leader):
             raise NotLeaderError(self.leader_id, self.epoch)
-        pending = self.pending_voter_change
-        if pending is not None:
-            raise ReconfigError(
-                CONCURRENT_VOTER_CHANGE,
-                f"a voter change (VotersRecord at offset {pending}) is not committed yet: "
-                "one change at a time; retry once it commits",
-            )
         if self.high_watermark <= s.epoch_start_offset:
             raise ReconfigError(
                 LEADER_NOT_READY,
                 f"the leader has not committed an offset of its epoch {s.epoch} yet "
                 f"(high watermark {self.high_watermark}, epoch start {s.epoch_start_offset})",
                 retriable=True,
+            )
+        pending = self.pending_voter_change
+        if pending is not None:
+            raise ReconfigError(
+                CONCURRENT_VOTER_CHANGE,
+                f"a voter change (VotersRecord at offset {pending}) is not committed yet: "
+                "one change at a time; retry once it commits",
             )
         return s
 
@@ -861,7 +869,8 @@ class RaftCore:
                 return False
             # Persisted before the response leaves (same Ready).
             self._persist(ElectionState(s.epoch, None, req.candidate_id))
-            self._set_state(Unattached(s.epoch, req.candidate_id, self._election_timeout()))
+            deadline = self._election_timeout() if self.is_voter else None
+            self._set_state(Unattached(s.epoch, req.candidate_id, deadline))
             return True
         # Candidate (voted for itself), Leader, Follower, Resigned: the vote is spent.
         return False
@@ -873,6 +882,17 @@ class RaftCore:
         if inf.state is not s or resp.error != NONE:
             return
         if isinstance(s, Prospective) and resp.pre_vote:
+            if (
+                not resp.vote_granted
+                and s.leader_id is not None
+                and resp.leader_id == s.leader_id
+                and resp.leader_epoch == s.epoch
+            ):
+                # The voter still follows the leader we lost (or that resigned: its
+                # EndQuorumEpoch may not have reached that voter yet). Ask again
+                # after the backoff rather than count a final no.
+                s.next_send_ms[inf.destination] = self._now + self.config.retry_backoff_ms
+                return
             (s.granted if resp.vote_granted else s.rejected).add(inf.destination)
             if len(s.granted & self.voters) >= self._majority():
                 self._become_candidate()

@@ -58,15 +58,18 @@ from kraft.server.controller_service import ControllerService
 from kraft.server.controller_service import NotLeaderError as ServiceNotLeaderError
 from kraft.server.http_codec import error_middleware
 from kraft.server.metrics import ControllerMetrics, image_gauges
+from kraft.server.quorum_routes import build_quorum_routes
 from kraft.server.raft_routes import build_raft_routes
 from kraft.server.routes import build_routes
 from metadata_log.batch import HEADER_SIZE, parse_header
+from metadata_log.checkpoints import fsync_dir
 from metadata_log.image import MetadataImage
 from metadata_log.records import (
     RECOVERING,
     FenceBrokerRecord,
     PartitionChangeRecord,
     Record,
+    VotersRecord,
 )
 from metadata_log.replay import METADATA_DIR_NAME, read_snapshot_image
 from metadata_log.snapshot import SnapshotId, write_snapshot
@@ -121,25 +124,65 @@ def derive_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
+def new_directory_id() -> str:
+    """A random directory id in Kafka's printed Uuid form (22 base64url characters)."""
+    return base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+
+
+def _write_meta(path: Path, cluster_id: str, node_id: int, directory_id: str) -> None:
+    text = (
+        "#\n"
+        f"#{time.strftime('%a %b %d %H:%M:%S UTC %Y', time.gmtime())}\n"
+        f"cluster.id={cluster_id}\n"
+        f"node.id={node_id}\n"
+        f"directory.id={directory_id}\n"
+        "version=1\n"
+    )
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    tmp.replace(path)
+    fsync_dir(path.parent)
+
+
+def read_meta(data_dir: Path) -> dict[str, str] | None:
+    """meta.properties of a formatted data directory (None: not formatted)."""
+    path = data_dir / META_PROPERTIES
+    if not path.exists():
+        return None
+    try:
+        return parse_properties(path.read_text(), str(path))
+    except (OSError, UnicodeDecodeError, ConfigError) as e:
+        raise FormatError(f"cannot read {path}: {e}") from None
+
+
+def directory_id_of(data_dir: Path) -> str:
+    """The data directory's directory id (KIP-853), written when it was formatted.
+
+    A directory formatted before directory ids existed gets one now: it is the
+    same disk, so the voter it holds keeps its identity from here on."""
+    props = read_meta(data_dir)
+    if props is None:
+        raise FormatError(f"{data_dir} is not formatted")
+    d = props.get("directory.id")
+    if d:
+        return d
+    d = new_directory_id()
+    _write_meta(data_dir / META_PROPERTIES, props["cluster.id"], int(props["node.id"]), d)
+    log.info("added a directory id", extra={"event": "directory_id_added", "directory_id": d})
+    return d
+
+
 def format_or_check(
     data_dir: Path, node_id: int, cluster_id: str, explicit_cluster_id: bool
 ) -> str:
-    """Write meta.properties on first start; otherwise check it. Returns the cluster id."""
+    """Write meta.properties on first start (with a new random directory id: a wiped
+    disk is a new replica); otherwise check it. Returns the cluster id."""
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / META_PROPERTIES
     if not path.exists():
-        text = (
-            "#\n"
-            f"#{time.strftime('%a %b %d %H:%M:%S UTC %Y', time.gmtime())}\n"
-            f"cluster.id={cluster_id}\n"
-            f"node.id={node_id}\n"
-            "version=1\n"
-        )
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        tmp.replace(path)
+        _write_meta(path, cluster_id, node_id, new_directory_id())
         log.info(
             "formatted data directory",
             extra={"event": "formatted", "data_dir": str(data_dir), "cluster_id": cluster_id},
@@ -243,11 +286,13 @@ class NodeSettings:
     """Everything a controller node needs, from the CLI and its configuration."""
 
     node_id: int
-    voters: dict[int, tuple[str, int]]
+    voters: dict[int, tuple[str, int]] | None  # None: --bootstrap-controllers
     data_dir: Path
     cluster_id: str | None = None  # None: derived from the voters
     listen: tuple[str, int] | None = None  # None: this node's voter address
     config: Config | None = None
+    # KIP-853: start as an observer that finds the quorum through these URLs.
+    bootstrap_controllers: tuple[str, ...] = ()
 
     def get(self, key: str, default: Any = None) -> Any:
         return default if self.config is None else self.config.get(key, default)
@@ -267,18 +312,24 @@ class ControllerNode:
         self.settings = settings
         s = settings
         self.node_id = s.node_id
-        if s.listen is None and s.node_id not in s.voters:
+        voters = s.voters or {}
+        if s.listen is None and s.node_id not in voters:
             raise ConfigError(
-                f"node {s.node_id} is not among the voters {sorted(s.voters)}: give --listen"
+                f"node {s.node_id} is not among the voters {sorted(voters)}: give --listen"
             )
-        self.listen = s.listen or s.voters[s.node_id]
-        self.voter_urls = {i: _url(h, p) for i, (h, p) in s.voters.items()}
+        if not voters and not s.bootstrap_controllers:
+            raise ConfigError("give --voters or --bootstrap-controllers")
+        self.listen = s.listen or voters[s.node_id]
+        self.voter_urls = {i: _url(h, p) for i, (h, p) in voters.items()}
         self.url = _url(*self.listen)
         self.data_dir = Path(s.data_dir)
         explicit = s.cluster_id is not None
+        if s.cluster_id is None and not voters:
+            raise ConfigError("--cluster-id is required with --bootstrap-controllers")
         self.cluster_id = format_or_check(
-            self.data_dir, s.node_id, s.cluster_id or derive_cluster_id(s.voters), explicit
+            self.data_dir, s.node_id, s.cluster_id or derive_cluster_id(voters), explicit
         )
+        self.directory_id = directory_id_of(self.data_dir)
         self.raft_config = RaftConfig(
             election_timeout_ms=s.get("controller.quorum.election.timeout.ms", 1000),
             fetch_timeout_ms=s.get("controller.quorum.fetch.timeout.ms", 2000),
@@ -297,18 +348,20 @@ class ControllerNode:
         )
         self.raft = RaftClient(
             s.node_id,
-            self.voter_urls,
+            self.voter_urls or None,
             self.cluster_id,
             self.log,
             QuorumStateFile(self.data_dir),
             self.raft_config,
             transport=HttpTransport(self.voter_urls),
             rng=random.Random(),
+            directory_id=self.directory_id,
+            bootstrap_servers=s.bootstrap_controllers,
         )
         self.controller = _MeteredController(
             ControllerConfig(
                 node_id=s.node_id,
-                controller_ids=frozenset(s.voters),
+                controller_ids=frozenset(voters) | {s.node_id},
                 cluster_id=self.cluster_id,
                 session_timeout_ms=s.get("broker.session.timeout.ms", 9000),
                 heartbeat_interval_ms=s.get("broker.heartbeat.interval.ms", 2000),
@@ -334,6 +387,7 @@ class ControllerNode:
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = int(time.time() * 1000)
         self._snapshot_task: asyncio.Task[None] | None = None
+        self._snapshot_voters: VotersRecord | None = None
         self.snapshots_written = 0
         self._runner: web.AppRunner | None = None
         self._stopped = asyncio.Event()
@@ -346,6 +400,7 @@ class ControllerNode:
             client_max_size=self.settings.get("max.request.bytes", 10 * 1024 * 1024),
         )
         app.add_routes(build_raft_routes(self.raft))
+        app.add_routes(build_quorum_routes(self.raft))
         app.add_routes(build_routes(_RoutesService(self)))
         return app
 
@@ -369,7 +424,8 @@ class ControllerNode:
                 "node_id": self.node_id,
                 "url": self.url,
                 "cluster_id": self.cluster_id,
-                "voters": sorted(self.voter_urls),
+                "directory_id": self.directory_id,
+                "voters": sorted(self.raft.core.voters) if self.raft.core else [],
             },
         )
 
@@ -464,6 +520,8 @@ class ControllerNode:
             return
         sid = SnapshotId(image.offset + 1, self.log.epoch_for_offset(image.offset))
         copy = image.copy()
+        core = self.raft.core
+        self._snapshot_voters = core.voters_record_at(sid.end_offset) if core else None
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = now
         self._snapshot_task = asyncio.get_running_loop().create_task(
@@ -480,6 +538,7 @@ class ControllerNode:
                 image.to_records(),
                 last_contained_log_time=image.last_append_time_ms,
                 append_time_ms=int(time.time() * 1000),
+                voters=self._snapshot_voters,
             )
             if self._stopped.is_set() and self.log.file_log.closed:
                 return
@@ -556,6 +615,17 @@ def add_controller_parser(sub: Any) -> None:
         metavar="ID@HOST:PORT,...",
         help="the voter set (controller.quorum.voters)",
     )
+    p.add_argument(
+        "--bootstrap-controllers",
+        default=None,
+        metavar="URL,...",
+        help=(
+            "instead of --voters: start as an observer that finds the quorum through these "
+            "controller URLs (controller.quorum.bootstrap.servers, KIP-853); once caught up "
+            "it can be added with `kraft quorum add-controller`. Needs --listen and "
+            "--cluster-id (learned from the bootstrap controllers when not given)"
+        ),
+    )
     p.add_argument("--data-dir", default=None, help="the data directory (metadata.log.dir)")
     p.add_argument("--cluster-id", default=None, help="default: derived from the voters")
     p.add_argument(
@@ -592,9 +662,24 @@ def _settings_from_args(args: Any) -> NodeSettings:
     node_id = config.get("node.id")
     voters = config.get("controller.quorum.voters")
     data_dir = config.get("metadata.log.dir")
+    bootstrap: tuple[str, ...] = ()
+    if getattr(args, "bootstrap_controllers", None):
+        if args.voters is not None:
+            raise ConfigError("give --voters or --bootstrap-controllers, not both")
+        voters = None
+        bootstrap = tuple(
+            u.strip().rstrip("/") for u in args.bootstrap_controllers.split(",") if u.strip()
+        )
+        for u in bootstrap:
+            if not u.startswith(("http://", "https://")):
+                raise ConfigError(f"--bootstrap-controllers: {u!r} is not an http(s):// URL")
+        if not bootstrap:
+            raise ConfigError("--bootstrap-controllers is empty")
+        if args.listen is None:
+            raise ConfigError("--listen is required with --bootstrap-controllers")
     if node_id is None:
         raise ConfigError("--node-id (node.id) is required")
-    if voters is None:
+    if voters is None and not bootstrap:
         raise ConfigError("--voters (controller.quorum.voters) is required")
     if data_dir is None:
         raise ConfigError("--data-dir (metadata.log.dir) is required")
@@ -609,13 +694,42 @@ def _settings_from_args(args: Any) -> NodeSettings:
         raise ConfigError("--cluster-id must not be empty")
     for key in config.unused:
         log.info("unused configuration key %s", key, extra={"event": "config_unused", "key": key})
-    return NodeSettings(node_id, voters, Path(data_dir), args.cluster_id, listen, config)
+    return NodeSettings(node_id, voters, Path(data_dir), args.cluster_id, listen, config, bootstrap)
+
+
+async def learn_cluster_id(urls: tuple[str, ...], timeout_s: float = 5.0) -> str:
+    """The cluster id, from the first bootstrap controller that answers GET /v1/quorum."""
+    import aiohttp
+
+    errors = []
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        for url in urls:
+            try:
+                async with session.get(f"{url}/v1/quorum") as resp:
+                    body = await resp.json(content_type=None)
+                cid = body.get("cluster_id") if isinstance(body, dict) else None
+                if isinstance(cid, str) and cid:
+                    return cid
+                errors.append(f"{url}: no cluster_id in its answer")
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
+                errors.append(f"{url}: {type(e).__name__}: {e}")
+    raise ConfigError(
+        "cannot learn the cluster id from --bootstrap-controllers (give --cluster-id): "
+        + "; ".join(errors)
+    )
 
 
 async def serve(settings: NodeSettings) -> int:
     """Run a node until SIGTERM/SIGINT (exit 0) or a fatal error (exit 1)."""
     import signal
 
+    if settings.bootstrap_controllers and settings.cluster_id is None:
+        props = read_meta(Path(settings.data_dir))
+        if props is not None and props.get("cluster.id"):
+            settings.cluster_id = props["cluster.id"]
+        else:
+            settings.cluster_id = await learn_cluster_id(settings.bootstrap_controllers)
     node = ControllerNode(settings)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -100,6 +100,32 @@ def register(sub: Any) -> None:
     )
     qd.add_argument("--json", action="store_true", help="print the raw JSON view")
     add_bootstrap(qd)
+    qa = qsub.add_parser(
+        "add-controller",
+        help="add a controller to the voters (KIP-853); it must be running and caught up",
+        description=(
+            "Add a voter: a controller started with --bootstrap-controllers that fetches from "
+            "the leader and has caught up. Its directory id is in its meta.properties and in "
+            "`kraft quorum describe --replication` (Observer rows). One change at a time."
+        ),
+    )
+    qa.add_argument("--node-id", type=int, required=True, help="the new voter's node id")
+    qa.add_argument("--directory-id", required=True, help="the new voter's directory id")
+    qa.add_argument("--url", required=True, help="the new voter's URL (http://HOST:PORT)")
+    qr = qsub.add_parser(
+        "remove-controller",
+        help="remove a voter (KIP-853), by node id and directory id",
+        description=(
+            "Remove a voter. The directory id must be the voter's (a replaced disk has a new "
+            "one): see `kraft quorum describe --replication`. Removing the leader is allowed: "
+            "it hands over once the change commits."
+        ),
+    )
+    qr.add_argument("--node-id", type=int, required=True)
+    qr.add_argument("--directory-id", required=True)
+    for p in (qa, qr):
+        add_bootstrap(p)
+        p.set_defaults(timeout=60.0)
 
 
 def _print_topic(t: dict[str, Any]) -> None:
@@ -211,7 +237,59 @@ def _ago(ts: int | None) -> str:
     return f"{max(0, int(time.time() * 1000) - ts)} ms ago"
 
 
+async def _leader_call(client: AdminClient, method: str, path: str, body: Any = None) -> Any:
+    """Call the Raft leader once (NOT_CONTROLLER hints followed, a bounded number of
+    times); unlike other commands a voter change is never retried on a timeout (it
+    may have been applied)."""
+    bases = list(client.urls)
+    base = bases[0]
+    tried = 0
+    while True:
+        try:
+            return await client.call_once(base, method, path, body)
+        except ClientError as e:
+            tried += 1
+            if tried >= 2 * len(bases) + 3:
+                raise
+            hint = (e.body or {}).get("leader_url") if e.code == "NOT_CONTROLLER" else None
+            if hint:
+                base = hint.rstrip("/")
+            elif e.code in ("NOT_CONTROLLER", "NETWORK"):
+                base = bases[tried % len(bases)]
+                await asyncio.sleep(min(2.0, 0.2 * tried))
+            else:
+                raise
+
+
+async def _voter_change(client: AdminClient, args: argparse.Namespace) -> int:
+    timeout_ms = max(1000, int((args.timeout - 1.0) * 1000))
+    if args.action == "add-controller":
+        body = {
+            "node_id": args.node_id,
+            "directory_id": args.directory_id,
+            "url": args.url,
+            "timeout_ms": timeout_ms,
+        }
+        res = await _leader_call(client, "POST", "/v1/quorum/voters", body)
+        verb = "Added"
+    else:
+        path = (
+            f"/v1/quorum/voters/{args.node_id}?directory_id={args.directory_id}"
+            f"&timeout_ms={timeout_ms}"
+        )
+        res = await _leader_call(client, "DELETE", path)
+        verb = "Removed"
+    voters = ", ".join(f"{v['node_id']}:{v['directory_id']}" for v in res.get("voters", []))
+    print(
+        f"{verb} controller {args.node_id} (directory {args.directory_id}); the change "
+        f"committed at offset {res.get('offset')}. Voters: {voters}"
+    )
+    return 0
+
+
 async def _quorum(client: AdminClient, args: argparse.Namespace) -> int:
+    if args.action in ("add-controller", "remove-controller"):
+        return await _voter_change(client, args)
     view = await client.quorum(leader=False)
     if view.get("state") != "leader" and view.get("leader_url"):
         # the leader has every replica's log end offset and fetch times
@@ -223,13 +301,14 @@ async def _quorum(client: AdminClient, args: argparse.Namespace) -> int:
     observers = view.get("observers", [])
     if args.replication:
         print(
-            f"{'NodeId':<8}{'LogEndOffset':<14}{'Lag':<8}{'LastFetchTimestamp':<22}{'LastCaughtUpTimestamp':<24}Status"
+            f"{'NodeId':<8}{'DirectoryId':<24}{'LogEndOffset':<14}{'Lag':<8}{'LastFetchTimestamp':<22}{'LastCaughtUpTimestamp':<24}Status"
         )
         for kind, rows in (("Follower", voters), ("Observer", observers)):
             for r in sorted(rows, key=lambda r: r["node_id"]):
                 status = "Leader" if r["node_id"] == view.get("leader_id") else kind
                 print(
-                    f"{r['node_id']:<8}{r.get('log_end_offset', -1):<14}{r.get('lag', '-')!s:<8}"
+                    f"{r['node_id']:<8}{r.get('directory_id') or '-':<24}"
+                    f"{r.get('log_end_offset', -1):<14}{r.get('lag', '-')!s:<8}"
                     f"{_ago(r.get('last_fetch_timestamp')):<22}{_ago(r.get('last_caught_up_timestamp')):<24}{status}"
                 )
         return 0

@@ -22,7 +22,21 @@ Invariants are checked after every event (`_check`):
   (offset, digest) pair is compared with the first one recorded; snapshots
   carry the digest and are compared too; no truncation or snapshot load ever
   removes a batch equal to a committed one;
-- committed data is on a majority of voters, durably (flushed log or snapshot).
+- committed data is durable (flushed log or snapshot) on enough voters that no
+  majority lacks it, for the committed voter set and the leader's newest one;
+- at most one leader per epoch holds across every voter set that was ever in
+  use (the epoch -> leader map is global, whatever set elected each leader);
+- successive committed voter sets differ by at most one voter (KIP-853).
+
+Membership changes (KIP-853, the "membership" fault). The cluster has spare
+controllers that start as observers (bootstrapped from the voters, as `kraft
+controller --bootstrap-controllers` does). The leader is asked, through the
+core's add_voter / remove_voter, to add a caught-up spare, remove a voter (the
+leader itself too), or replace a voter whose disk was wiped: in these seeds a
+wipe formats a new directory id, so the wiped node comes back as a new replica
+(an observer), and the old voter key is removed and the new one added. Right
+after each accepted change a second one is asked for and must be refused
+(one change at a time).
 
 Wiping a disk. Before KIP-853, Kafka cannot tell a voter that lost its disk
 from a new one: the wiped voter forgets its vote and its log, and may then help
@@ -50,13 +64,19 @@ from typing import Any
 import msgpack
 
 from kraft.raft.config import RaftConfig
-from kraft.raft.core import RaftCore
+from kraft.raft.core import CONCURRENT_VOTER_CHANGE, NotLeaderError, RaftCore, ReconfigError
 from kraft.raft.memory_log import MemoryLog
 from kraft.raft.messages import is_request, message_from_wire, to_wire
 from kraft.raft.ready import Ready
 from kraft.raft.state import Candidate, ElectionState, Leader
-from metadata_log.batch import iter_headers
-from metadata_log.records import ConfigRecord
+from kraft.raft.voters import Voter, VoterSet
+from metadata_log.batch import decode_records, encode_batch, iter_headers
+from metadata_log.records import (
+    ConfigRecord,
+    KRaftVersionRecord,
+    SnapshotHeader,
+    VotersRecord,
+)
 from metadata_log.snapshot import SnapshotId
 
 CLUSTER_ID = "sim-cluster"
@@ -129,7 +149,7 @@ class SimLog(MemoryLog):
 @dataclass
 class SimNode:
     node_id: int
-    is_voter: bool
+    is_voter: bool  # a controller in the initial voter set
     log: SimLog
     persisted: ElectionState = field(default_factory=ElectionState)
     core: RaftCore | None = None
@@ -146,21 +166,52 @@ class SimNode:
     flush_wanted: int | None = None
     same_time_events: int = 0
     last_event_ms: int = -1
+    # KIP-853 identity: the directory id of the current disk, and whether the
+    # node starts from the static voter list or as a --bootstrap-controllers one.
+    directory_id: str = ""
+    bootstrap_only: bool = False
 
     @property
     def up(self) -> bool:
         return self.core is not None
 
 
-def snapshot_bytes(end_offset: int, digest: bytes, rng_tag: int) -> bytes:
-    """The state machine's snapshot: its digest, padded so that it takes several chunks."""
+def snapshot_bytes(
+    end_offset: int, digest: bytes, rng_tag: int, voters: VotersRecord | None = None
+) -> bytes:
+    """The state machine's snapshot in the snapshot file layout: a control batch
+    (SnapshotHeader and the voter set, which the core reads) and a data batch with
+    the digest, padded so that it takes several chunks."""
     pad = hashlib.sha256(digest + rng_tag.to_bytes(8, "big")).digest() * (1 + rng_tag % 24)
-    return msgpack.packb([end_offset, digest, pad])
+    head: list[Any] = [SnapshotHeader(0)]
+    if voters is not None:
+        head += [KRaftVersionRecord(1), voters]
+    data = [
+        ConfigRecord(2, "sim", "end", str(end_offset)),
+        ConfigRecord(2, "sim", "digest", digest.hex()),
+        ConfigRecord(2, "sim", "pad", pad.hex()),
+    ]
+    return encode_batch(0, 0, 0, head, control=True) + encode_batch(len(head), 0, 0, data)
 
 
 def parse_snapshot(data: bytes) -> tuple[int, bytes]:
-    end, digest, _ = msgpack.unpackb(data)
-    return end, digest
+    for pos, h in iter_headers(data, "<sim snapshot>"):
+        if not h.control:
+            recs = decode_records(data, pos, h, "<sim snapshot>")
+            values = {r.name: r.value for r in recs}  # type: ignore[union-attr]
+            return int(values["end"]), bytes.fromhex(values["digest"])
+    raise ValueError("a sim snapshot without its data batch")
+
+
+def batch_voters(batch: bytes) -> list[VotersRecord]:
+    """The VotersRecords of one batch (control batches only hold them)."""
+    out: list[VotersRecord] = []
+    for pos, h in iter_headers(batch, "<batch>"):
+        if h.control:
+            out += [
+                r for r in decode_records(batch, pos, h, "<batch>") if isinstance(r, VotersRecord)
+            ]
+    return out
 
 
 class Simulation:
@@ -175,6 +226,8 @@ class Simulation:
         disk: DiskParams | None = None,
         config: RaftConfig | None = None,
         trace: bool = False,
+        n_spares: int = 0,
+        membership: bool = False,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -187,11 +240,25 @@ class Simulation:
         self._events: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         self.voter_ids = list(range(1, n_voters + 1))
+        # Spare controllers: not voters at first, they can be added (KIP-853).
+        self.spare_ids = list(range(n_voters + 1, n_voters + 1 + n_spares))
+        self.controller_ids = self.voter_ids + self.spare_ids
         self.observer_ids = [100 + i for i in range(n_observers)]
+        # With membership changes a wipe formats a new directory id (a new replica,
+        # KIP-853); without, the wiped node is the same voter (Kafka before KIP-853).
+        self.membership = membership
         self.nodes: dict[int, SimNode] = {}
-        for nid in self.voter_ids + self.observer_ids:
-            self.nodes[nid] = SimNode(nid, nid in self.voter_ids, SimLog(self, nid))
+        for nid in self.voter_ids + self.spare_ids + self.observer_ids:
+            node = SimNode(nid, nid in self.voter_ids, SimLog(self, nid))
+            node.directory_id = f"dir{nid}.0"
+            node.bootstrap_only = nid in self.spare_ids
+            self.nodes[nid] = node
         self.majority = n_voters // 2 + 1
+        # The static voter list: ids and addresses, directory ids unknown (the
+        # first leader writes it to the log and learns the directory ids).
+        self.bootstrap_voters = VoterSet.of(Voter(v, "", f"sim://{v}") for v in self.voter_ids)
+        # Committed voter sets by offset (from the committed batches).
+        self.committed_voters: list[tuple[int, VoterSet]] = [(-1, self.bootstrap_voters)]
         # Directed links that drop everything: (src, dst).
         self.blocked: set[tuple[int, int]] = set()
         self._routes: dict[int, tuple[int, int, int, int, int]] = {}
@@ -286,15 +353,18 @@ class Simulation:
         assert node.core is None
         node.incarnation += 1
         rng = random.Random(f"{self.seed}/{nid}/{node.incarnation}")
+        bootstrap_only = node.bootstrap_only and nid not in self.observer_ids
         node.core = RaftCore(
             nid,
-            self.voter_ids,
+            None if bootstrap_only else self.bootstrap_voters,
             CLUSTER_ID,
             node.log,
             node.persisted,
             self.config,
             rng,
             self.now,
+            directory_id=node.directory_id,
+            bootstrap_servers=tuple(c for c in self.voter_ids if c != nid),
         )
         # The state machine reloads from its latest snapshot; the log replays
         # from there as the high watermark is relearned.
@@ -318,11 +388,17 @@ class Simulation:
             node.core = None
             node.incarnation += 1  # replies to the dead process go nowhere
         if wipe:
-            if node.is_voter and not self._wipe_is_safe(nid):
+            controller = node.is_voter or (self.membership and nid in self.controller_ids)
+            if controller and not self._wipe_is_safe(nid):
                 self.fail(f"unsafe wipe of n{nid} requested")
             node.log.wipe()
             node.persisted = ElectionState()
             node.disk_generation += 1
+            if self.membership and nid in self.controller_ids:
+                # A new format: a new directory id, so a new replica (KIP-853). It
+                # comes back as --bootstrap-controllers would start it.
+                node.directory_id = f"dir{nid}.{node.disk_generation}"
+                node.bootstrap_only = True
             # Its connections die with it: nothing it sent is still in flight.
             self._purge_messages(nid)
             self._count("wipe")
@@ -406,7 +482,12 @@ class Simulation:
         if c is None or node.applied <= node.log.start_offset:
             return None
         sid = c.snapshot_id_at(node.applied)
-        data = snapshot_bytes(sid.end_offset, node.digest, self.rng.randrange(1 << 30))
+        data = snapshot_bytes(
+            sid.end_offset,
+            node.digest,
+            self.rng.randrange(1 << 30),
+            c.voters_record_at(sid.end_offset),
+        )
         self._check_snapshot(nid, sid, data)
         node.log.create_snapshot(sid, data)
         if trim:
@@ -598,6 +679,8 @@ class Simulation:
                 known = self.committed_batch.get(h.base_offset)
                 if known is None:
                     self.committed_batch[h.base_offset] = batch
+                    if h.control:
+                        self._note_committed_voters(h.base_offset, batch)
                 elif known != batch:
                     self.fail(
                         f"n{nid} committed batch at {h.base_offset} differs from another node's"
@@ -613,6 +696,22 @@ class Simulation:
                     self.committed_end = node.applied
                 if node.applied >= hw:
                     break
+
+    def _note_committed_voters(self, base: int, batch: bytes) -> None:
+        for rec in batch_voters(batch):
+            vs = VoterSet.from_record(rec)
+            prev = self.committed_voters[-1][1]
+            if len(prev.ids ^ vs.ids) > 1:
+                self.fail(
+                    f"committed voter sets {sorted(prev.ids)} -> {sorted(vs.ids)} at {base} "
+                    "differ by more than one voter"
+                )
+            self.committed_voters.append((base, vs))
+            self._log(f"committed voters at {base}: {vs.describe()}")
+
+    @property
+    def committed_voter_set(self) -> VoterSet:
+        return self.committed_voters[-1][1]
 
     def _check_snapshot(self, nid: int, sid: SnapshotId, data: bytes) -> None:
         end, digest = parse_snapshot(data)
@@ -652,23 +751,49 @@ class Simulation:
                 log.verified = h.next_offset
         return log.verified
 
-    def _durable_holders(self, exclude: int | None = None) -> int:
+    def _durable_holders(self, exclude: int | None = None, voters: VoterSet | None = None) -> int:
+        """How many voters (by key: a wiped disk is another replica) hold the committed data."""
         c = self.committed_end
-        return sum(
-            1
-            for nid in self.voter_ids
-            if nid != exclude and self._verify_durable(self.nodes[nid]) >= c
-        )
+        vs = voters if voters is not None else self.committed_voter_set
+        n = 0
+        for v in vs:
+            node = self.nodes.get(v.node_id)
+            if node is None or v.node_id == exclude:
+                continue
+            if v.directory_id and v.directory_id != node.directory_id:
+                continue  # the voter's disk is gone
+            if self._verify_durable(node) >= c:
+                n += 1
+        return n
 
     def _check(self) -> None:
-        if self.committed_end > 0 and self._durable_holders() < self.majority:
-            self.fail(
-                f"committed data up to {self.committed_end} is durable on fewer than "
-                f"{self.majority} voters"
-            )
+        if self.committed_end <= 0:
+            return
+        sets = [self.committed_voter_set]
+        lid = self.leader()
+        if lid is not None:
+            sets.append(self.core(lid).voter_set)
+        for vs in sets:
+            # No majority of the set may lack the committed data. A voter key whose
+            # disk was wiped never grants a vote again (it answers INVALID_VOTER_KEY),
+            # so only live keys can form such a majority.
+            live = [
+                v
+                for v in vs
+                if v.node_id in self.nodes
+                and (not v.directory_id or v.directory_id == self.nodes[v.node_id].directory_id)
+            ]
+            lacking = len(live) - self._durable_holders(voters=vs)
+            if lacking >= vs.majority():
+                self.fail(
+                    f"committed data up to {self.committed_end}: {lacking} of the voters "
+                    f"{vs.describe()} lack it, a majority"
+                )
 
     def _wipe_is_safe(self, nid: int) -> bool:
         """See the module docstring: when wiping voter `nid` cannot lose a commit."""
+        if self.membership:
+            return self._replaceable(nid)
         epoch = self.nodes[nid].persisted.leader_epoch
         for oid in self.voter_ids:
             if oid == nid:
@@ -688,6 +813,97 @@ class Simulation:
                 if r is not None and r.end_offset > n.core.high_watermark:  # type: ignore[union-attr]
                     return False
         return True
+
+    # ============================================================ membership
+
+    def voter_sets_in_use(self) -> list[VoterSet]:
+        sets = [self.committed_voter_set]
+        for n in self.running():
+            assert n.core is not None
+            sets.append(n.core.voter_set)
+        return sets
+
+    def lost_voters(self) -> set[int]:
+        """Voters (in any set in use) whose disk was wiped since they were added."""
+        lost = set()
+        for vs in self.voter_sets_in_use():
+            for v in vs:
+                node = self.nodes.get(v.node_id)
+                if node is not None and v.directory_id and v.directory_id != node.directory_id:
+                    lost.add(v.node_id)
+        return lost
+
+    def _replaceable(self, nid: int) -> bool:
+        """With KIP-853 a wiped voter is a new replica, so a wipe cannot lose a commit
+        (the old key keeps counting as a voter that never answers) provided every
+        set in use knows the voter's directory id (a static voter with an unknown
+        one would accept the wiped node as itself). It must not cost the quorum its
+        majority either: at most one voter is lost at a time, in sets of 3 or more."""
+        if self.lost_voters():
+            return False
+        for vs in self.voter_sets_in_use():
+            v = vs.get(nid)
+            if v is None:
+                continue
+            if not v.directory_id or len(vs) < 3:
+                return False
+        return True
+
+    def change_membership(self, rng: random.Random, max_voters: int) -> str | None:
+        """Ask the leader for one membership change; returns what was done (or None).
+
+        Right after an accepted change, a second one must be refused."""
+        lid = self.leader()
+        if lid is None:
+            return None
+        node = self.nodes[lid]
+        c = node.core
+        assert c is not None
+        vs = c.voter_set
+        lost = [
+            v for v in vs if v.directory_id and v.directory_id != self.nodes[v.node_id].directory_id
+        ]
+        absent = [n for n in self.controller_ids if n not in vs.ids and self.nodes[n].up]
+        try:
+            if lost:
+                v = lost[0]
+                off = c.remove_voter(v.node_id, v.directory_id, self.now)
+                what = f"remove lost {v.node_id}:{v.directory_id}"
+            elif absent and (len(vs) < 3 or (len(vs) < max_voters and rng.random() < 0.5)):
+                nid = rng.choice(absent)
+                d = self.nodes[nid].directory_id
+                off = c.add_voter(nid, d, f"sim://{nid}", self.now)
+                what = f"add {nid}:{d}"
+            elif len(vs) > 1:
+                v = rng.choice(list(vs))
+                off = c.remove_voter(v.node_id, v.directory_id, self.now)
+                what = f"remove {v.node_id}{' (the leader)' if v.node_id == lid else ''}"
+            else:
+                return None
+        except ReconfigError as e:
+            self._count(f"reconfig_refused:{e.code}")
+            self._log(f"n{lid} reconfig refused: {e.code}: {e}")
+            self._after(node)
+            return None
+        except NotLeaderError:
+            return None
+        self._log(f"n{lid} {what} at {off}")
+        self._count("fault:membership")
+        # One change at a time: a second one now is refused, whatever it is.
+        try:
+            if c.is_leader:
+                other = next((v for v in c.voter_set if v.node_id != lid), None)
+                if other is not None:
+                    c.remove_voter(other.node_id, other.directory_id, self.now)
+                    self.fail(f"n{lid} accepted a second voter change while {what} is pending")
+        except ReconfigError as e:
+            if e.code != CONCURRENT_VOTER_CHANGE:
+                self.fail(f"second change refused with {e.code}, not {CONCURRENT_VOTER_CHANGE}")
+            self._count("reconfig_refused_pending")
+        except NotLeaderError:
+            pass
+        self._after(node)
+        return what
 
 
 class _Delivery:
@@ -717,6 +933,7 @@ FAULT_KINDS = (
     "flush_stall",
     "resign",
     "snapshot",
+    "membership",
 )
 
 # Once the network heals, a leader and full convergence must follow within this.
@@ -739,6 +956,10 @@ def build(seed: int, trace: bool = False) -> tuple[Simulation, random.Random, se
     rng = random.Random(f"scenario/{seed}")
     # Every tenth seed turns every fault on; the others draw a subset.
     faults = set(FAULT_KINDS) if seed % 10 == 0 else {k for k in FAULT_KINDS if rng.random() < 0.5}
+    # Membership changes (KIP-853) in most seeds, drawn separately so that the
+    # other draws of a seed stay what they were.
+    if random.Random(f"membership/{seed}").random() < 0.6:
+        faults.add("membership")
     net = NetParams(
         min_delay_ms=1,
         max_delay_ms=rng.choice([2, 5, 20]),
@@ -781,6 +1002,8 @@ def build(seed: int, trace: bool = False) -> tuple[Simulation, random.Random, se
         disk=disk,
         config=config,
         trace=trace,
+        n_spares=2 if "membership" in faults else 0,
+        membership="membership" in faults,
     )
     duration = rng.randint(8_000, 20_000)
     return sim, rng, faults, duration
@@ -864,7 +1087,10 @@ def run_seed(seed: int, trace: bool = False) -> SeedResult:
     if "wipe" in faults:
 
         def wipe() -> None:
-            candidates = [n for n in nodes if not sim.nodes[n].is_voter or sim._wipe_is_safe(n)]
+            def controller(n: int) -> bool:
+                return n in sim.controller_ids if sim.membership else sim.nodes[n].is_voter
+
+            candidates = [n for n in nodes if not controller(n) or sim._wipe_is_safe(n)]
             if not candidates:
                 sim._count("wipe_unsafe")
                 return
@@ -900,6 +1126,14 @@ def run_seed(seed: int, trace: bool = False) -> SeedResult:
 
         every(300, 2_000, snap)
 
+    if "membership" in faults:
+        max_voters = rng.choice([3, 5])
+
+        def change() -> None:
+            sim.change_membership(rng, max_voters)
+
+        every(300, 2_500, change)
+
     sim.run_until(end_faults)
 
     # ------------------------------------------------------------ the healing
@@ -917,7 +1151,7 @@ def run_seed(seed: int, trace: bool = False) -> SeedResult:
         if lid is None:
             return None
         epoch = sim.core(lid).epoch
-        for nid in sim.voter_ids:
+        for nid in sim.core(lid).voters:
             c = sim.core(nid)
             if c.epoch != epoch or c.leader_id != lid:
                 return None
@@ -952,6 +1186,8 @@ def run_seed(seed: int, trace: bool = False) -> SeedResult:
             break
     # Every node holds the same committed prefix (checked while applying) and
     # the final logs agree up to the marker.
+    if sim.stats.get("fault:membership"):
+        sim.stats["membership_seed"] = 1
     return SeedResult(
         seed,
         len(sim.voter_ids),

@@ -40,6 +40,7 @@ EVIDENCE = {
     "flush_stall": "flush_stall",
     "resign": "fault:resign",
     "snapshot": "snapshot_load",
+    "membership": "fault:membership",
 }
 assert set(EVIDENCE) == set(FAULT_KINDS)
 
@@ -115,3 +116,9 @@ def test_every_fault_kind_was_exercised(pool) -> None:
         _check([_run(s) for s in range(FIRST, FIRST + CHUNK)])
     missing = [kind for kind, key in EVIDENCE.items() if _seen.get(key, 0) == 0]
     assert not missing, f"fault kinds never exercised in {_runs[0]} seeds: {missing}"
+    # Membership changes (KIP-853) happen in well over a third of the seeds
+    # (>= 200 of make test's 500), and a second change while one is pending is
+    # refused every time it is tried.
+    with_changes = _seen.get("membership_seed", 0)
+    assert with_changes >= 0.4 * _runs[0], f"{with_changes} of {_runs[0]} seeds changed voters"
+    assert _seen.get("reconfig_refused_pending", 0) > 0

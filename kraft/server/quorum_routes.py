@@ -1,0 +1,138 @@
+"""KIP-853 voter changes over HTTP: `POST /v1/quorum/voters`, `DELETE /v1/quorum/voters/{id}`.
+
+AddVoter body: ``{node_id, directory_id, url}`` (``endpoint`` is accepted for
+``url``); RemoveVoter: the id in the path and ``directory_id`` in the query or
+body. Both optionally take ``timeout_ms`` (default 30 s): how long the leader
+waits for its preconditions (an offset of its epoch committed, the new voter
+caught up) and then for the VotersRecord to commit. Only the Raft leader
+accepts them; other nodes answer NOT_CONTROLLER with the leader's id and URL.
+
+Errors: 409 CONCURRENT_VOTER_CHANGE (another change is not committed yet: one at
+a time), 409 DUPLICATE_VOTER, 404 VOTER_NOT_FOUND, 400 INVALID_REQUEST, 504
+REQUEST_TIMED_OUT (the new voter did not catch up, or the change did not commit,
+in time; the message says which), 503 NOT_CONTROLLER.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from kraft.controller.errors import ApiError
+from kraft.raft.client import NotLeaderError, RaftClient
+from kraft.raft.core import (
+    CONCURRENT_VOTER_CHANGE,
+    DUPLICATE_VOTER,
+    INVALID_VOTER_CHANGE,
+    VOTER_NOT_FOUND,
+    ReconfigError,
+)
+from kraft.server.http_codec import read_body, reply
+from kraft.server.routes import not_controller
+
+DEFAULT_TIMEOUT_MS = 30_000
+MAX_TIMEOUT_MS = 300_000
+
+_PASS_THROUGH = {CONCURRENT_VOTER_CHANGE, DUPLICATE_VOTER, VOTER_NOT_FOUND, INVALID_VOTER_CHANGE}
+
+
+def _field(body: dict[str, Any], name: str, kind: type, required: bool = True) -> Any:
+    v = body.get(name)
+    if v is None:
+        if required:
+            raise ApiError("INVALID_REQUEST", f"missing field {name!r}")
+        return None
+    if type(v) is not kind:
+        raise ApiError("INVALID_REQUEST", f"field {name!r} must be a {kind.__name__}")
+    return v
+
+
+def _timeout_s(value: Any) -> float:
+    if value is None:
+        return DEFAULT_TIMEOUT_MS / 1000
+    if type(value) is not int or not 0 < value <= MAX_TIMEOUT_MS:
+        raise ApiError("INVALID_REQUEST", f"timeout_ms must be an integer in 1..{MAX_TIMEOUT_MS}")
+    return value / 1000
+
+
+def _to_api_error(e: Exception, raft: RaftClient) -> ApiError:
+    if isinstance(e, NotLeaderError):
+        return not_controller(e.leader_id, raft.leader_url(e.leader_id))
+    if isinstance(e, ReconfigError):
+        if e.code in _PASS_THROUGH:
+            return ApiError(e.code, str(e))
+        # LEADER_NOT_READY / VOTER_NOT_CAUGHT_UP that did not clear in time.
+        return ApiError("REQUEST_TIMED_OUT", f"{e} (gave up waiting: {e.code})", cause=e.code)
+    if isinstance(e, TimeoutError):
+        return ApiError("REQUEST_TIMED_OUT", str(e) or "the voter change did not commit in time")
+    raise e
+
+
+def build_quorum_routes(raft: RaftClient) -> list[web.RouteDef]:
+    def leader_or_hint() -> None:
+        core = raft.core
+        if core is None or not core.is_leader:
+            le = raft.leader_and_epoch
+            raise not_controller(le.leader_id, raft.leader_url(le.leader_id))
+
+    async def add_voter(request: web.Request) -> web.Response:
+        body = await read_body(request)
+        if not isinstance(body, dict):
+            raise ApiError("INVALID_REQUEST", "the body must be an object")
+        node_id = _field(body, "node_id", int)
+        directory_id = _field(body, "directory_id", str)
+        url = body.get("url", body.get("endpoint"))
+        if type(url) is not str or not url.startswith(("http://", "https://")):
+            raise ApiError("INVALID_REQUEST", "field 'url' must be the voter's http(s):// URL")
+        timeout_s = _timeout_s(body.get("timeout_ms"))
+        leader_or_hint()
+        try:
+            offset = await raft.add_voter(node_id, directory_id, url, timeout_s)
+        except (NotLeaderError, ReconfigError, TimeoutError) as e:
+            raise _to_api_error(e, raft) from None
+        return reply(request, {"offset": offset, "voters": _voters(raft)})
+
+    async def remove_voter(request: web.Request) -> web.Response:
+        try:
+            node_id = int(request.match_info["id"])
+        except ValueError:
+            raise ApiError("INVALID_REQUEST", "the voter id must be an integer") from None
+        body: Any = {}
+        if request.can_read_body:
+            body = await read_body(request)
+            if not isinstance(body, dict):
+                raise ApiError("INVALID_REQUEST", "the body must be an object")
+        directory_id = request.query.get("directory_id", body.get("directory_id"))
+        if type(directory_id) is not str or not directory_id:
+            raise ApiError(
+                "INVALID_REQUEST",
+                "directory_id is required (the voter's, from kraft quorum describe --replication)",
+            )
+        timeout_raw = request.query.get("timeout_ms", body.get("timeout_ms"))
+        if isinstance(timeout_raw, str):
+            try:
+                timeout_raw = int(timeout_raw)
+            except ValueError:
+                raise ApiError("INVALID_REQUEST", "timeout_ms must be an integer") from None
+        timeout_s = _timeout_s(timeout_raw)
+        leader_or_hint()
+        try:
+            offset = await raft.remove_voter(node_id, directory_id, timeout_s)
+        except (NotLeaderError, ReconfigError, TimeoutError) as e:
+            raise _to_api_error(e, raft) from None
+        return reply(request, {"offset": offset, "voters": _voters(raft)})
+
+    return [
+        web.post("/v1/quorum/voters", add_voter),
+        web.delete("/v1/quorum/voters/{id}", remove_voter),
+    ]
+
+
+def _voters(raft: RaftClient) -> list[dict[str, Any]]:
+    core = raft.core
+    if core is None:
+        return []
+    return [
+        {"node_id": v.node_id, "directory_id": v.directory_id, "url": v.url} for v in core.voter_set
+    ]
