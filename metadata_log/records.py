@@ -40,8 +40,6 @@ BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 
 METADATA_VERSION_FEATURE = "metadata.version"
-# Highest metadata.version this code understands; record versions are gated on it.
-LATEST_METADATA_VERSION = 1
 
 
 def new_topic_id(rng: Any | None = None) -> str:
@@ -253,9 +251,48 @@ DATA_RECORD_TYPES: tuple[type, ...] = (
 )
 CONTROL_RECORD_TYPES: tuple[type, ...] = (LeaderChangeMessage, SnapshotHeader, SnapshotFooter)
 
-# Highest version of each record this code reads and writes. Bumping one means
-# adding the new fields at the end and a metadata.version gate in `record_version`.
-SUPPORTED_VERSION: dict[type, int] = {cls: 0 for cls in DATA_RECORD_TYPES + CONTROL_RECORD_TYPES}
+ALL_RECORD_TYPES: tuple[type, ...] = DATA_RECORD_TYPES + CONTROL_RECORD_TYPES
+
+# ------------------------------------------------------------- record versions
+#
+# A record's version says which of its fields are on the wire: version v carries
+# the first FIELD_COUNTS[cls][v] fields of the dataclass (a later version only
+# adds fields at the end, and a reader fills the missing ones with their
+# defaults). The cluster's metadata.version feature level decides the highest
+# version of each record a writer may use (RECORD_VERSIONS), so that a rolling
+# upgrade never makes an old node read a record version it does not know: the
+# active controller writes at the level in its image and the level is raised
+# only once every node supports it. Bumping a record means: add its fields at
+# the end of the dataclass, a FIELD_COUNTS entry for the new version, and a new
+# metadata.version level in RECORD_VERSIONS that allows it.
+
+# cls -> version -> number of leading fields that version carries.
+FIELD_COUNTS: dict[type, dict[int, int]] = {cls: {0: len(fields(cls))} for cls in ALL_RECORD_TYPES}
+# metadata.version level -> cls -> highest version a writer at that level may use.
+RECORD_VERSIONS: dict[int, dict[type, int]] = {
+    1: {cls: 0 for cls in ALL_RECORD_TYPES},
+}
+MIN_METADATA_VERSION = min(RECORD_VERSIONS)
+# Highest metadata.version this code understands (what a fresh cluster bootstraps at).
+LATEST_METADATA_VERSION = max(RECORD_VERSIONS)
+
+# Highest version of each record this code reads and writes.
+SUPPORTED_VERSION: dict[type, int] = {cls: max(FIELD_COUNTS[cls]) for cls in ALL_RECORD_TYPES}
+
+
+class UnsupportedMetadataVersionError(ValueError):
+    """A metadata.version level this code cannot write records for."""
+
+
+def record_version(cls: type, metadata_version: int) -> int:
+    """The highest version of record class `cls` a writer at `metadata_version` may use."""
+    levels = RECORD_VERSIONS.get(metadata_version)
+    if levels is None:
+        raise UnsupportedMetadataVersionError(
+            f"metadata.version {metadata_version} is not supported: this node writes levels "
+            f"{MIN_METADATA_VERSION}..{LATEST_METADATA_VERSION}"
+        )
+    return levels[cls]
 
 
 # ----------------------------------------------------------------------------- codec
@@ -338,12 +375,24 @@ class _Codec:
         self.decode: Callable[[tuple[Any, ...]], Any] = _compile_decoder(self)
 
     def to_wire(self, rec: Any, version: int) -> list[Any]:
+        """``[type, version, *fields]`` with exactly the fields `version` carries.
+
+        A field the version does not carry must hold its default: writing the
+        record at that version would otherwise silently lose it.
+        """
+        n = FIELD_COUNTS[self.cls][version]
         out: list[Any] = [rec.TYPE, version]
-        for i, name in enumerate(self.names):
+        for i, name in enumerate(self.names[:n]):
             v = getattr(rec, name)
             if i in self.nested:
                 v = [list(_nested_to_wire(x)) for x in v]
             out.append(v)
+        for f in fields(self.cls)[n:]:
+            if getattr(rec, f.name) != f.default:
+                raise ValueError(
+                    f"{self.cls.__name__} version {version} has no field {f.name}: "
+                    f"cannot write {getattr(rec, f.name)!r}"
+                )
         return out
 
     def from_wire(self, values: tuple[Any, ...]) -> Any:
@@ -460,13 +509,29 @@ def is_control(rec: Record) -> bool:
 _CONTROL_TYPE_SET = frozenset(CONTROL_RECORD_TYPES)
 
 
-def encode_record(rec: Record, version: int | None = None) -> bytes:
-    """msgpack bytes of one record: ``[type_id, version, *fields]``."""
+def encode_record(
+    rec: Record, version: int | None = None, *, metadata_version: int | None = None
+) -> bytes:
+    """msgpack bytes of one record: ``[type_id, version, *fields]``.
+
+    The version is `version` if given, else the highest one `metadata_version`
+    allows (`record_version`), else the highest this code supports.
+    """
     codec = _CODEC_BY_CLASS.get(type(rec))
     if codec is None:
         raise TypeError(f"not a metadata record: {type(rec).__name__}")
     supported = SUPPORTED_VERSION[type(rec)]
-    v = supported if version is None else version
+    if version is not None:
+        v = version
+        if metadata_version is not None and v > record_version(type(rec), metadata_version):
+            raise UnsupportedMetadataVersionError(
+                f"{type(rec).__name__} version {v} needs a higher metadata.version "
+                f"than {metadata_version}"
+            )
+    elif metadata_version is not None:
+        v = record_version(type(rec), metadata_version)
+    else:
+        v = supported
     if not 0 <= v <= supported:
         raise ValueError(f"{type(rec).__name__} version {v} is not supported (max {supported})")
     return _packb(codec.to_wire(rec, v))
@@ -486,6 +551,15 @@ def record_from_wire(obj: Any, offset: int, control: bool = False) -> Record:
         raise RecordDecodeError(
             offset,
             f"{codec.cls.__name__} version {version!r} is newer than supported ({supported})",
+        )
+    arity = FIELD_COUNTS[codec.cls][version]
+    if len(obj) - 2 != arity:
+        # Each version carries exactly its own fields (older ones fewer: the
+        # decoder fills the rest with their defaults).
+        raise RecordDecodeError(
+            offset,
+            f"malformed {codec.cls.__name__}: version {version} has "
+            f"{arity} fields, record carries {len(obj) - 2}",
         )
     try:
         return codec.decode(obj)
