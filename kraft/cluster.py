@@ -138,13 +138,23 @@ class ClusterSpec:
 class LocalCluster:
     """Controllers and broker agents as child processes of this one."""
 
-    def __init__(self, spec: ClusterSpec, ports: list[int] | None = None) -> None:
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        ports: list[int] | None = None,
+        peer_ports: dict[tuple[int, int], int] | None = None,
+    ) -> None:
+        """`peer_ports[(i, j)]`, when given, is the port controller i dials to reach
+        controller j (a fault-injecting proxy in the chaos test): each controller
+        then gets its own voters string, listens on its own port (`--listen`) and
+        all share one explicit `--cluster-id` (the derived one would differ)."""
         self.spec = spec
         self.data_dir = Path(spec.data_dir).resolve()
         ports = ports or free_ports(spec.controllers, spec.host)
         if len(ports) != spec.controllers:
             raise ValueError("one port per controller is needed")
         self.ports = ports
+        self.peer_ports = peer_ports
         self.voters = ",".join(f"{i + 1}@{spec.host}:{p}" for i, p in enumerate(ports))
         self.controller_urls = [f"http://{spec.host}:{p}" for p in ports]
         self.nodes: dict[int, Node] = {}
@@ -153,10 +163,15 @@ class LocalCluster:
             args = [
                 "-m", "kraft.cli", "controller",
                 "--node-id", str(nid),
-                "--voters", self.voters,
+                "--voters", self._voters_seen_by(nid),
                 "--data-dir", str(self.data_dir / f"controller-{nid}"),
                 "--log-format", spec.log_format,
             ]  # fmt: skip
+            if peer_ports is not None:
+                args += [
+                    "--listen", f"{spec.host}:{ports[i]}",
+                    "--cluster-id", f"kraft-local-{ports[0]}",
+                ]  # fmt: skip
             for k, v in spec.controller_overrides.items():
                 args += ["--override", f"{k}={v}"]
             self.nodes[nid] = Node(
@@ -165,6 +180,15 @@ class LocalCluster:
             )  # fmt: skip
         for j in range(spec.brokers):
             self.add_broker(spec.controllers + 1 + j)
+
+    def _voters_seen_by(self, nid: int) -> str:
+        if self.peer_ports is None:
+            return self.voters
+        host = self.spec.host
+        return ",".join(
+            f"{j}@{host}:{self.ports[j - 1] if j == nid else self.peer_ports[(nid, j)]}"
+            for j in range(1, self.spec.controllers + 1)
+        )
 
     # ------------------------------------------------------------ membership
 
