@@ -334,18 +334,41 @@ _CHECKS: dict[str, _Check] = {
 }
 
 
+_new = object.__new__
+_set_ep = tuple(Endpoint.__dict__[n].__set__ for n in ("name", "host", "port", "security_protocol"))
+_set_ft = tuple(
+    BrokerFeature.__dict__[n].__set__
+    for n in ("name", "min_supported_version", "max_supported_version")
+)
+
+
 def _endpoint_from_wire(v: Any) -> Endpoint:
+    # Built like the generated record decoders (slots set directly, no frozen
+    # __init__): RegisterBrokerRecords are a fifth of a busy log.
     name, host, port, proto = v
-    if not (_is_str(name) and _is_str(host) and _is_int(port) and _is_str(proto)):
+    if type(name) is not str or type(host) is not str or type(port) is not int:
         raise ValueError("endpoint fields must be [name, host, port, security_protocol]")
-    return Endpoint(name, host, port, proto)
+    if type(proto) is not str:
+        raise ValueError("endpoint fields must be [name, host, port, security_protocol]")
+    e = _new(Endpoint)
+    s_name, s_host, s_port, s_proto = _set_ep
+    s_name(e, name)
+    s_host(e, host)
+    s_port(e, port)
+    s_proto(e, proto)
+    return e  # type: ignore[no-any-return]
 
 
 def _feature_from_wire(v: Any) -> BrokerFeature:
     name, lo, hi = v
-    if not (_is_str(name) and _is_int(lo) and _is_int(hi)):
+    if type(name) is not str or type(lo) is not int or type(hi) is not int:
         raise ValueError("feature fields must be [name, min, max]")
-    return BrokerFeature(name, lo, hi)
+    f = _new(BrokerFeature)
+    s_name, s_lo, s_hi = _set_ft
+    s_name(f, name)
+    s_lo(f, lo)
+    s_hi(f, hi)
+    return f  # type: ignore[no-any-return]
 
 
 class _Codec:
@@ -499,6 +522,16 @@ _CODEC_BY_CLASS: dict[type, _Codec] = {
     c.cls: c for c in (*_DATA_CODECS.values(), *_CONTROL_CODECS.values())
 }
 
+
+def refresh_codec_tables() -> None:
+    """Recompute what is derived from SUPPORTED_VERSION / FIELD_COUNTS (tests patch them)."""
+    _FAST[False] = _fast_paths(_DATA_CODECS)
+    _FAST[True] = _fast_paths(_CONTROL_CODECS)
+
+
+# (type id, version, array length) -> decoder of the latest version, per id space.
+_FAST: dict[bool, dict[tuple[int, int, int], Any]] = {}
+
 _packb = msgpack.Packer(use_bin_type=True).pack
 
 
@@ -537,13 +570,56 @@ def encode_record(
     return _packb(codec.to_wire(rec, v))
 
 
+def _fast_paths(codecs: dict[int, _Codec]) -> dict[tuple[int, int, int], Any]:
+    """(type id, version, array length) -> decoder, for the latest version of each record.
+
+    A record of that exact shape needs no version or arity check beyond the key.
+    Rebuilt by `refresh_codec_tables` whenever the version tables change.
+    """
+    return {
+        (tid, SUPPORTED_VERSION[c.cls], 2 + FIELD_COUNTS[c.cls][SUPPORTED_VERSION[c.cls]]): c.decode
+        for tid, c in codecs.items()
+    }
+
+
+def records_from_wire(objs: Iterable[Any], base_offset: int, control: bool = False) -> list[Record]:
+    """Build the records of a batch from its unpacked msgpack arrays (offsets from base_offset).
+
+    The hot path of reading the log: a record of its class's latest shape is
+    decoded straight away; anything else goes through `record_from_wire`, which
+    checks everything and raises the error naming the offset.
+    """
+    fast = _FAST[bool(control)]
+    get = fast.get
+    out: list[Record] = []
+    append = out.append
+    offset = base_offset
+    for obj in objs:
+        # type(...) is int keeps True/1.0 (equal and equally hashed) off the fast path.
+        if type(obj) is tuple and len(obj) >= 2 and type(obj[0]) is int and type(obj[1]) is int:
+            decode = get((obj[0], obj[1], len(obj)))
+            if decode is not None:
+                try:
+                    append(decode(obj))
+                except (ValueError, TypeError):
+                    record_from_wire(obj, offset, control)  # raises the named error
+                    raise  # pragma: no cover - record_from_wire always raises here
+                offset += 1
+                continue
+        append(record_from_wire(obj, offset, control))
+        offset += 1
+    return out
+
+
 def record_from_wire(obj: Any, offset: int, control: bool = False) -> Record:
     """Build a record from an unpacked msgpack array; errors name `offset`."""
     if type(obj) is not tuple or len(obj) < 2:
         raise RecordDecodeError(offset, "record is not an array [type, version, ...]")
     type_id, version = obj[0], obj[1]
-    codec = (_CONTROL_CODECS if control else _DATA_CODECS).get(type_id)
     kind = "control record" if control else "record"
+    codec = (
+        (_CONTROL_CODECS if control else _DATA_CODECS).get(type_id) if _is_int(type_id) else None
+    )
     if codec is None:
         raise RecordDecodeError(offset, f"unknown {kind} type {type_id!r}")
     supported = SUPPORTED_VERSION[codec.cls]
@@ -606,3 +682,6 @@ def record_class(name: str) -> type:
 
 def encode_records(records: Iterable[Record]) -> list[bytes]:
     return [encode_record(r) for r in records]
+
+
+refresh_codec_tables()

@@ -9,6 +9,7 @@ allowed from metadata.version 2), which is exactly the edit a real bump makes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import fields
 
 import msgpack
@@ -33,6 +34,7 @@ from metadata_log.records import (
     decode_record,
     encode_record,
     record_version,
+    refresh_codec_tables,
 )
 from tests.unit.test_records import STRATEGIES
 
@@ -40,7 +42,7 @@ REG_V0_FIELDS = 7  # everything but in_controlled_shutdown
 
 
 @pytest.fixture
-def upgrade(monkeypatch: pytest.MonkeyPatch) -> int:
+def upgrade(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     """Patch in metadata.version LATEST+1 that allows RegisterBrokerRecord version 1."""
     level = LATEST_METADATA_VERSION + 1
     monkeypatch.setitem(FIELD_COUNTS, RegisterBrokerRecord, {0: REG_V0_FIELDS, 1: 8})
@@ -50,7 +52,10 @@ def upgrade(monkeypatch: pytest.MonkeyPatch) -> int:
         level,
         {**RECORD_VERSIONS[LATEST_METADATA_VERSION], RegisterBrokerRecord: 1},
     )
-    return level
+    refresh_codec_tables()
+    yield level
+    monkeypatch.undo()
+    refresh_codec_tables()
 
 
 def reg(in_controlled_shutdown: bool = False) -> RegisterBrokerRecord:
@@ -131,6 +136,11 @@ def test_version_arity_is_checked_on_read(upgrade: int) -> None:
         RecordDecodeError, match=r"offset 9: .*version 0 has 7 fields, record carries 8"
     ):
         decode_record(msgpack.packb(v1), 9)
+    # The same through a batch (the read path's fast decoders).
+    batch = encode_payload(9, 1, 0, msgpack.packb(v1), 1)
+    ((pos, header),) = list(iter_headers(batch, "seg.log"))
+    with pytest.raises(RecordDecodeError, match=r"seg.log at offset 9: .*version 0 has 7 fields"):
+        decode_records(batch, pos, header, "seg.log")
 
 
 def test_a_node_that_does_not_know_the_new_version_stops(
@@ -140,6 +150,7 @@ def test_a_node_that_does_not_know_the_new_version_stops(
     payload = encode_record(reg(True), metadata_version=upgrade)
     batch = encode_payload(40, 1, 0, payload, 1)
     monkeypatch.setitem(SUPPORTED_VERSION, RegisterBrokerRecord, 0)  # the old reader
+    refresh_codec_tables()
     ((pos, header),) = list(iter_headers(batch, "seg.log"))
     with pytest.raises(RecordDecodeError, match=r"seg.log at offset 40: .*version 1 is newer"):
         decode_records(batch, pos, header, "seg.log")
