@@ -52,15 +52,20 @@ def build(directory: Path) -> tuple[list[bytes], list[bytes], int]:
             )
             log.append(b)
             batches.append(b)
-        log.flush()
+        log.checkpoint()  # flush, and the recovery-point checkpoint says so
         flushed = list(batches)
         rp = log.end_offset
+        assert recovery_point_on_disk(directory) == rp
         last = encode_batch(log.end_offset, 3, 2_000, records(log.end_offset, 3))
         log.append(last)
         batches.append(last)
         assert len(log.segment_base_offsets()) >= 3
         log.close(flush=False)  # a crash: the last batch was never fsynced
     return flushed, batches, rp
+
+
+def recovery_point_on_disk(directory: Path) -> int:
+    return int((directory / "recovery-point-checkpoint").read_text().split()[-1])
 
 
 def segments(directory: Path) -> list[Path]:
