@@ -340,6 +340,8 @@ def test_failover_while_broker_silent(env: tuple[ControllerQuorum, Brokers]) -> 
     }
     assert epoch_of[fence_offsets[-1]] == new["leader_epoch"]
     q.start(old["node_id"])
+    # the restarted node serves again before the next test talks to it
+    wait_until(lambda: q.quorum(old["node_id"]) is not None, 10.0, what="the restarted controller")
     brokers.resume(victim)
     wait_unfenced(brokers, {victim})
 
