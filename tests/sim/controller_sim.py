@@ -179,6 +179,7 @@ class ControllerSimParams:
     snapshot_every: int
     service_ms: tuple[int, int]
     n_brokers: int
+    timer_lag_ms: int = 0
 
 
 # ====================================================================== the simulation
@@ -535,7 +536,11 @@ class ControllerSimulation(Simulation):
                 )
             self._arm(nid)
 
-        self.at(max(wake, self.now + 1), fire)
+        # The timer task runs late by a few ms (an asyncio timer behind other work),
+        # so commands queued meanwhile may run after a session expired but before
+        # its fence is queued.
+        lag = self.rng.randint(0, self.p.timer_lag_ms)
+        self.at(max(wake, self.now + 1) + lag, fire)
 
     # ------------------------------------------------------------------ the client network
 
@@ -940,6 +945,7 @@ def build(
         snapshot_every=rng.choice([20, 60, 200]),
         service_ms=rng.choice([(0, 1), (0, 5), (1, 10)]),
         n_brokers=rng.randint(3, 6),
+        timer_lag_ms=rng.choice([0, 20, 100]),
     )
     net = NetParams(
         min_delay_ms=1,
