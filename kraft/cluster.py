@@ -470,6 +470,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  controller {n.node_id}: {n.url}  pid {n.pid}  (log {n.log_path})")
         for n in cluster.brokers:
             print(f"  broker {n.node_id}: pid {n.pid}  (log {n.log_path})")
+        print(f"admin tools: export KRAFT_BOOTSTRAP={','.join(cluster.controller_urls)}")
         print("Ctrl-C stops the cluster.", flush=True)
         started = time.monotonic()
         while not stop.wait(args.status_interval):
