@@ -205,23 +205,18 @@ def run_demo(data_dir: Path, keep: bool) -> int:
 
     t0 = step(8, "spark-replay rebuilds the history from controller 1's log")
     out = data_dir / "replay"
-    rc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "spark_replay.cli",
-            "--log-dir",
-            str(data_dir / "controller-1"),
-            "--out",
-            str(out),
-            "--master",
-            "local[2]",
-        ],  # fmt: skip
-        check=False,
-        timeout=600,
-    ).returncode
-    if rc != 0:
-        say(f"spark-replay failed with exit code {rc}")
+    cmd = [
+        sys.executable, "-m", "spark_replay.cli",
+        "--log-dir", str(data_dir / "controller-1"),
+        "--out", str(out),
+        "--master", "local[2]",
+    ]  # fmt: skip
+    say("   $ spark-replay --log-dir " + " ".join(cmd[4:]))
+    # Spark's JVM warnings and progress bars go to stderr: shown only on a failure.
+    proc = subprocess.run(cmd, check=False, timeout=600, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        say(proc.stderr[-4000:])
+        say(f"spark-replay failed with exit code {proc.returncode}")
         return 1
     summary = json.loads((out / "summary.json").read_text())
     say(f"   done in {took(t0)}; history summary:")
@@ -258,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt  # unwinds through run_demo's finally: the cluster stops
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    # Ctrl-C raises KeyboardInterrupt even where a shell started us with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return run_demo(Path(args.data_dir), args.keep)
     except (TimeoutError, OSError, RuntimeError) as e:
