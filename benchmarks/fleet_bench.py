@@ -45,6 +45,7 @@ import signal
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,8 @@ from metadata_log.replay import METADATA_DIR_NAME, iter_file_batches, segment_fi
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 FENCE_COUNTER = "kafka_controller_controllerstats_brokerfences_total"
+QUEUE_TIME = "kafka_controller_controllereventmanager_eventqueuetimems"
+COMMIT_LATENCY = "kafka_server_raft_metrics_commit_latency_ms"
 
 
 # ==================================================================== /proc
@@ -106,17 +109,40 @@ def get_json(url: str, timeout: float = 5.0) -> Any:
     return body
 
 
-def fence_counter(url: str) -> float | None:
-    """The controller's count of session-expiry fences (None if it does not answer)."""
-    import urllib.request
-
+def scrape(url: str) -> str | None:
+    """A controller's /metrics text (None if it does not answer)."""
     try:
         with urllib.request.urlopen(url + "/metrics", timeout=3) as resp:
-            text = resp.read().decode()
+            return resp.read().decode()
     except OSError:
+        return None
+
+
+def fence_counter(text: str | None) -> float | None:
+    """The controller's count of session-expiry fences."""
+    if text is None:
         return None
     m = re.search(rf"^{FENCE_COUNTER} (\S+)$", text, re.M)
     return float(m.group(1)) if m else 0.0
+
+
+def histogram(text: str | None, name: str) -> dict[float, float]:
+    """Cumulative bucket counts {le: count} of a Prometheus histogram."""
+    out: dict[float, float] = {}
+    for m in re.finditer(rf'^{name}_bucket{{le="([^"]+)"}} (\S+)$', text or "", re.M):
+        out[float(m.group(1))] = float(m.group(2))
+    return out
+
+
+def histogram_quantiles(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
+    """p50/p99 (as bucket upper bounds, ms) of the observations between two scrapes."""
+    delta = sorted((le, after.get(le, 0.0) - before.get(le, 0.0)) for le in after)
+    total = delta[-1][1] if delta else 0.0
+    out: dict[str, Any] = {"count": int(total)}
+    for q in (0.5, 0.99):
+        le = next((le for le, c in delta if total and c >= q * total), None)
+        out[f"p{int(q * 100)}_le_ms"] = le
+    return out
 
 
 def fence_records(data_dir: Path, from_offset: int = 0) -> list[dict[str, int]]:
@@ -167,7 +193,9 @@ class Bench:
         )
         (self.status_port,) = free_ports(1)
         self.fleet_id = opts.first_id
+        prof = ["-m", "cProfile", "-o", str(opts.profile_fleet)] if opts.profile_fleet else []
         args = [
+            *prof,
             "-m", "broker_agent.cli", "fleet",
             "--count", str(opts.count),
             "--first-id", str(opts.first_id),
@@ -256,7 +284,7 @@ class Bench:
         fleet_pid = self.fleet_pid()
         cpids = self.controller_pids()
         cpu0 = {"fleet": cpu_seconds(fleet_pid), **{c: cpu_seconds(p) for c, p in cpids.items()}}
-        counters0 = {n.node_id: fence_counter(n.url or "") for n in self.cluster.controllers}
+        metrics0 = {n.node_id: scrape(n.url or "") for n in self.cluster.controllers}
         busy0, total0 = machine_busy()
         load0 = loadavg()
         t0 = time.monotonic()
@@ -282,7 +310,9 @@ class Bench:
         busy1, total1 = machine_busy()
         cpu1 = {"fleet": cpu_seconds(fleet_pid), **{c: cpu_seconds(p) for c, p in cpids.items()}}
         hb = get_json(self.fleet_url(f"/heartbeats?since={start_hb}"))
-        counters1 = {n.node_id: fence_counter(n.url or "") for n in self.cluster.controllers}
+        metrics1 = {n.node_id: scrape(n.url or "") for n in self.cluster.controllers}
+        counters0 = {c: fence_counter(t) for c, t in metrics0.items()}
+        counters1 = {c: fence_counter(t) for c, t in metrics1.items()}
         end_active = self.active()
         st = self.fleet_status()
         data_dir = self.tmp / f"controller-{end_active or active}"
@@ -324,6 +354,13 @@ class Bench:
             "samples": samples,
             "sample_errors": sample_errors[:5],
             "active_controller": active,
+            "active_event_queue_time": histogram_quantiles(
+                histogram(metrics0[active], QUEUE_TIME), histogram(metrics1[active], QUEUE_TIME)
+            ),
+            "active_commit_latency": histogram_quantiles(
+                histogram(metrics0[active], COMMIT_LATENCY),
+                histogram(metrics1[active], COMMIT_LATENCY),
+            ),
             "raft_leaders_seen": sorted(leaders | ({end_active} if end_active else set())),
             "fleet": {**cpu("fleet"), **memory_mib(fleet_pid)},
             "controllers": controllers,
@@ -337,8 +374,8 @@ class Bench:
 
     def last_status_line(self) -> str | None:
         node = self.cluster.nodes[self.fleet_id]
-        try:
-            lines = node.log_path.read_text(errors="replace").splitlines()
+        try:  # stdout: the fleet's status lines
+            lines = node.out_path.read_text(errors="replace").splitlines()
         except OSError:
             return None
         status = [ln for ln in lines if ln.startswith("fleet ")]
@@ -378,6 +415,9 @@ def main() -> int:
     ap.add_argument("--sample-s", type=float, default=5.0, help="sampling period of the hold")
     ap.add_argument("--startup-timeout", type=float, default=None)
     ap.add_argument("--shutdown-timeout", type=float, default=120.0)
+    ap.add_argument(
+        "--profile-fleet", type=Path, default=None, metavar="FILE", help="cProfile the fleet"
+    )
     ap.add_argument("--quick", action="store_true", help="200 agents, 20 s, 50 partitions")
     ap.add_argument("--keep", action="store_true", help="keep the data and log directory")
     opts = ap.parse_args()

@@ -53,6 +53,8 @@ class MetadataSource(Protocol):
 
     def led_by(self, broker_id: int) -> frozenset[tuple[str, int]]: ...
 
+    def leads_any(self, broker_id: int) -> bool: ...
+
     def subscribe(self, fn: Callable[[int], None]) -> None: ...
 
     async def wait_cluster_id(self, timeout_s: float) -> str | None: ...
@@ -220,14 +222,20 @@ class BrokerAgent:
         t.add_done_callback(self._tasks.discard)
 
     def _on_metadata(self, offset: int) -> None:
+        # Called for every agent of a fleet after every committed batch: keep it
+        # cheap and wake the agent only when it has something to do now.
         lc = self.lifecycle
         if lc is None:
             return
-        if lc.state is BrokerState.STARTING:
-            lc.set_metadata_offset(offset, self.clock())
-            self._wake.set()
-        elif lc.state is BrokerState.RUNNING and self.metadata.led_by(self.broker_id):
-            self._wake.set()
+        state = lc.state
+        if state is BrokerState.STARTING:
+            # the image just reached our registration: heartbeat at once (the run
+            # loop reports later offsets with the next heartbeat anyway)
+            if lc.registered and lc.metadata_offset < lc.broker_epoch <= offset:
+                lc.set_metadata_offset(offset, self.clock())
+                self._wake.set()
+        elif state is BrokerState.RUNNING and self.metadata.leads_any(self.broker_id):
+            self._wake.set()  # ISR decisions follow the leader's image
 
     def _apply(self, out: Output) -> None:
         for change in out.changes:
