@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SIM_SEEDS ?= 500
 CHAOS_MINUTES ?= 2
 
-.PHONY: install test demo bench lint sim clean
+.PHONY: install test demo chaos bench lint sim clean
 
 install: $(STAMP)
 
@@ -20,8 +20,15 @@ $(STAMP): pyproject.toml
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
+# The live story on a real local cluster (about a minute), then spark-replay's summary.
 demo: install
-	$(BIN)/python -m kraft.story_demo
+	$(BIN)/python -m kraft.demo
+
+# The chaos test alone for CHAOS_MINUTES minutes (`make test` runs it for 2) with a
+# fresh random seed unless CHAOS_SEED=N is given (the seed is printed to replay it).
+chaos: install
+	CHAOS_MINUTES=$(CHAOS_MINUTES) CHAOS_SEED=$${CHAOS_SEED:-random} \
+		$(BIN)/python -m pytest -q -p no:cacheprovider -s tests/integration/test_chaos.py
 
 bench: install
 	$(BIN)/python benchmarks/log_bench.py

@@ -138,9 +138,19 @@ async def wait_active(session: Any, cluster: Cluster, timeout: float = 30) -> in
     raise TimeoutError("no active controller")
 
 
-async def metric(session: Any, url: str, name: str) -> float:
-    async with session.get(url + "/metrics") as r:
-        text = await r.text()
+async def metric(session: Any, url: str, name: str, attempts: int = 10) -> float:
+    """One gauge from /metrics (over the control session: never queued behind the load)."""
+    import aiohttp
+
+    for attempt in range(attempts):
+        try:
+            async with session.get(url + "/metrics", timeout=aiohttp.ClientTimeout(total=10)) as r:
+                text = await r.text()
+            break
+        except (aiohttp.ClientError, TimeoutError):
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.2)
     m = re.search(rf"^{name} ([0-9.e+-]+)$", text, re.M)
     return float(m.group(1)) if m else float("nan")
 
@@ -255,11 +265,16 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     cluster.start()
     conn = aiohttp.TCPConnector(limit=opts.connections)
     session = aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=30))
+    # Observation and admin calls get their own connections: they must not wait in
+    # the load's connection pool (10,000 brokers share `--connections`).
+    control = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=8), timeout=aiohttp.ClientTimeout(total=120)
+    )
     try:
-        active = await wait_active(session, cluster)
+        active = await wait_active(control, cluster)
         url = cluster.urls[active]
         standby = cluster.urls[next(i for i in cluster.urls if i != active)]
-        _, q = await get_json(session, url + "/v1/quorum")
+        _, q = await get_json(control, url + "/v1/quorum")
         brokers = Brokers(session, url, q["cluster_id"], opts.interval_ms / 1000)
         ids = list(range(1000, 1000 + opts.brokers))
         reg_s = await brokers.register_all(ids)
@@ -277,7 +292,7 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         deadline = time.monotonic() + 60 + 2 * opts.interval_ms / 1000
         while time.monotonic() < deadline:
             fenced = await metric(
-                session, url, "kafka_controller_kafkacontroller_fencedbrokercount"
+                control, url, "kafka_controller_kafkacontroller_fencedbrokercount"
             )
             if fenced == 0:
                 break
@@ -289,7 +304,7 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         await asyncio.sleep(opts.duration)
         elapsed = time.perf_counter() - t_start
         window = [lat for t, lat in brokers.lat if t >= t_start]
-        fenced = await metric(session, url, "kafka_controller_kafkacontroller_fencedbrokercount")
+        fenced = await metric(control, url, "kafka_controller_kafkacontroller_fencedbrokercount")
         out["heartbeats"] = {
             "brokers": n,
             "interval_ms": opts.interval_ms,
@@ -307,13 +322,13 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         detect: list[float] = []
         for bid in ids[:3]:
             before = await metric(
-                session, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
+                control, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
             )
             brokers.silent.add(bid)
             await asyncio.sleep(0.01)
             while True:
                 now = await metric(
-                    session, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
+                    control, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
                 )
                 if now > before:
                     seen = time.perf_counter()
@@ -330,22 +345,23 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         # ---- fence of a broker leading 100k partitions
         victim, a, b = ids[10], ids[11], ids[12]
         t = time.perf_counter()
-        st, body = await brokers.post(
-            "/v1/topics",
-            {"name": "big", "assignments": [[victim, a, b]] * opts.big_partitions},
-        )
+        async with control.post(
+            url + "/v1/topics",
+            json={"name": "big", "assignments": [[victim, a, b]] * opts.big_partitions},
+        ) as r:
+            st, body = r.status, await r.json(content_type=None)
         if st != 201:
             raise RuntimeError(f"creating the big topic failed: {st} {body}")
         create_s = time.perf_counter() - t
         await asyncio.sleep(1.0)
         before = await metric(
-            session, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
+            control, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
         )
         brokers.silent.add(victim)
         await asyncio.sleep(0.01)
         while True:
             now = await metric(
-                session, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
+                control, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
             )
             if now > before:
                 seen = time.perf_counter()
@@ -354,7 +370,7 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         expiry = brokers.last_ok[victim] + session_ms / 1000
         during = [lat for t0, lat in brokers.lat if expiry - 0.5 <= t0 <= seen + 0.5]
         offline = await metric(
-            session, standby, "kafka_controller_kafkacontroller_offlinepartitionscount"
+            control, standby, "kafka_controller_kafkacontroller_offlinepartitionscount"
         )
         out["fence_100k_partitions"] = {
             "partitions_led": opts.big_partitions,
@@ -367,11 +383,12 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        fenced = await metric(session, url, "kafka_controller_kafkacontroller_fencedbrokercount")
+        fenced = await metric(control, url, "kafka_controller_kafkacontroller_fencedbrokercount")
         out["heartbeats"]["fenced_at_end"] = int(fenced)
         out["heartbeats"]["deliberately_fenced"] = 4
     finally:
         await session.close()
+        await control.close()
         cluster.stop()
     return out
 

@@ -93,14 +93,26 @@ def encode_all(records: list[Record], per_batch: int, epoch: int = 1) -> list[by
     ]
 
 
+# Records per CPU-second of this process for every timed call, by figure name: on a
+# shared machine the wall-clock rate of CPU-bound work drops with other load, the
+# CPU-time rate much less, so both are printed.
+CPU_RATES: dict[str, list[float]] = {}
+_current = ["?"]
+
+
 def timed(fn: Callable[[], int]) -> float:
     """Records per second of one call of `fn` (which returns its record count)."""
+    c0 = time.process_time()
     t0 = time.perf_counter()
     n = fn()
-    return n / (time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    CPU_RATES.setdefault(_current[0], []).append(n / cpu if cpu > 0 else float("inf"))
+    return n / wall
 
 
-def median_of(runs: int, fn: Callable[[], float]) -> float:
+def median_of(runs: int, fn: Callable[[], float], name: str = "?") -> float:
+    _current[0] = name
     return statistics.median(fn() for _ in range(runs))
 
 
@@ -145,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", help="where to write (default: a temporary directory)")
     args = parser.parse_args(argv)
     scale = 0.2 if args.quick else 1.0
+    load_start = os.getloadavg()[0]
     base = Path(tempfile.mkdtemp(prefix="log-bench-", dir=args.dir))
     try:
         durable_counts = {
@@ -161,21 +174,25 @@ def main(argv: list[str] | None = None) -> int:
             def one_run(b: list[bytes] = batches, n: int = count) -> float:
                 return bench_append(base, b, n, durable=True)
 
-            durable[str(per_batch)] = median_of(RUNS, one_run)
+            durable[str(per_batch)] = median_of(RUNS, one_run, f"durable_append_{per_batch}")
 
         plain_n = int(300_000 * scale)
         plain_recs = make_records(plain_n, seed=11)
         plain_batches = encode_all(plain_recs, 1000)
         no_fsync = median_of(
-            RUNS, lambda: bench_append(base, plain_batches, plain_n, durable=False)
+            RUNS,
+            lambda: bench_append(base, plain_batches, plain_n, durable=False),
+            "append_no_fsync",
         )
-        encode = median_of(RUNS, lambda: timed(lambda: len(encode_all(plain_recs, 1000)) * 1000))
+        encode = median_of(
+            RUNS, lambda: timed(lambda: len(encode_all(plain_recs, 1000)) * 1000), "encode"
+        )
 
         read_dir = base / "read"
         with FileLog.open(read_dir) as log:
             for b in plain_batches:
                 log.append(b)
-        read_decode = median_of(RUNS, lambda: bench_read(read_dir))
+        read_decode = median_of(RUNS, lambda: bench_read(read_dir), "read_decode")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -183,10 +200,15 @@ def main(argv: list[str] | None = None) -> int:
         "unit": "records/s, median of 3 runs",
         "quick": args.quick,
         "cpus": os.cpu_count(),
+        "loadavg_1min": {"start": load_start, "end": os.getloadavg()[0]},
         "durable_append": {k: round(v) for k, v in durable.items()},
         "append_no_fsync": round(no_fsync),
         "read_decode": round(read_decode),
         "encode": round(encode),
+        "cpu_time_rate": {
+            "unit": "records per CPU-second of this process, median of 3 runs",
+            **{k: round(statistics.median(v)) for k, v in CPU_RATES.items()},
+        },
         "goals": {
             "durable_append_1000": GOAL_DURABLE_1000,
             "read_decode": GOAL_READ_DECODE,

@@ -53,16 +53,23 @@ class MetadataSource(Protocol):
 
     def led_by(self, broker_id: int) -> frozenset[tuple[str, int]]: ...
 
+    def leads_any(self, broker_id: int) -> bool: ...
+
     def subscribe(self, fn: Callable[[int], None]) -> None: ...
 
     async def wait_cluster_id(self, timeout_s: float) -> str | None: ...
 
 
+HISTORY = 400_000  # heartbeat latencies kept for `since()` (200 s of a 2,000-agent fleet)
+
+
 @dataclass
 class AgentStats:
-    """Shared by the agents of a fleet: heartbeat latencies of the current window."""
+    """Shared by the agents of a fleet: heartbeat latencies of the current window
+    (the status line) and of the last HISTORY heartbeats (`since`, for benchmarks)."""
 
     window: deque[float] = field(default_factory=lambda: deque(maxlen=50_000))
+    history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
     heartbeats: int = 0
     errors: int = 0
     redirects: int = 0
@@ -70,12 +77,33 @@ class AgentStats:
 
     def record(self, ms: float) -> None:
         self.window.append(ms)
+        self.history.append(ms)
         self.heartbeats += 1
 
     def take_window(self) -> list[float]:
         out = list(self.window)
         self.window.clear()
         return out
+
+    def since(self, heartbeats: int) -> dict[str, Any]:
+        """Latency figures of the heartbeats after the first `heartbeats` answered
+        ones (a total read earlier). `complete` is False when some of them have
+        already left the history."""
+        wanted = max(0, self.heartbeats - max(0, heartbeats))
+        kept = min(wanted, len(self.history))
+        values = list(self.history)[len(self.history) - kept :] if kept else []
+        return {
+            "heartbeats": self.heartbeats,
+            "count": kept,
+            "complete": kept == wanted,
+            "p50_ms": percentile(values, 0.50),
+            "p90_ms": percentile(values, 0.90),
+            "p99_ms": percentile(values, 0.99),
+            "max_ms": max(values) if values else None,
+            "errors": self.errors,
+            "redirects": self.redirects,
+            "alter_partitions": self.alter_partitions,
+        }
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -194,14 +222,20 @@ class BrokerAgent:
         t.add_done_callback(self._tasks.discard)
 
     def _on_metadata(self, offset: int) -> None:
+        # Called for every agent of a fleet after every committed batch: keep it
+        # cheap and wake the agent only when it has something to do now.
         lc = self.lifecycle
         if lc is None:
             return
-        if lc.state is BrokerState.STARTING:
-            lc.set_metadata_offset(offset, self.clock())
-            self._wake.set()
-        elif lc.state is BrokerState.RUNNING and self.metadata.led_by(self.broker_id):
-            self._wake.set()
+        state = lc.state
+        if state is BrokerState.STARTING:
+            # the image just reached our registration: heartbeat at once (the run
+            # loop reports later offsets with the next heartbeat anyway)
+            if lc.registered and lc.metadata_offset < lc.broker_epoch <= offset:
+                lc.set_metadata_offset(offset, self.clock())
+                self._wake.set()
+        elif state is BrokerState.RUNNING and self.metadata.leads_any(self.broker_id):
+            self._wake.set()  # ISR decisions follow the leader's image
 
     def _apply(self, out: Output) -> None:
         for change in out.changes:

@@ -75,7 +75,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         type=_int,
         default=None,
         metavar="PORT",
-        help="serve GET /status and GET /v1/metadata on 127.0.0.1:PORT (off by default)",
+        help="serve GET /status, GET /heartbeats?since=N and GET /v1/metadata on "
+        "127.0.0.1:PORT (off by default)",
     )
     p.add_argument("--listener-port", type=_int, default=9092, help="advertised PLAINTEXT port")
     p.add_argument("--log-format", choices=("text", "json"), default="text")

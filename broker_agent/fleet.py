@@ -5,9 +5,11 @@ follower: a single Raft observer (node id = the first broker id) whose image
 every agent reads, as K real brokers would each hold the same committed image.
 A status line is printed every few seconds (agents per state, heartbeat p50/p99
 of the window, errors, metadata offset, ISR changes). An optional status
-listener (`--status-port`) serves `GET /status` and `GET /v1/metadata` (the
-image the agents see); it is an addition for tests and operators, not part of
-DESIGN 1.2.
+listener (`--status-port`) serves `GET /status` (`?agents=0` without the
+per-agent list), `GET /heartbeats?since=N` (latency p50/p90/p99/max of the
+heartbeats answered after the first N, for benchmarks) and `GET /v1/metadata`
+(the image the agents see); it is an addition for tests, benchmarks and
+operators, not part of DESIGN 1.2.
 
 Shutdown: `shutdown()` (SIGTERM/SIGINT) starts a controlled shutdown of every
 agent; each is bounded by its timeout; then the follower stops, background tasks
@@ -92,11 +94,12 @@ class Fleet:
         c = Counter(a.state.value for a in self.agents)
         return {s.value: c.get(s.value, 0) for s in BrokerState}
 
-    def status(self) -> dict[str, Any]:
+    def status(self, agents: bool = True) -> dict[str, Any]:
         f = self.follower
         return {
-            "agents": [a.status() for a in self.agents],
+            "agents": [a.status() for a in self.agents] if agents else None,
             "counts": self.counts(),
+            "unfenced": sum(1 for a in self.agents if a.lifecycle and not a.lifecycle.is_fenced),
             "follower": None if f is None else f.status(),
             "heartbeats": self.stats.heartbeats,
             "errors": self.stats.errors,
@@ -261,7 +264,18 @@ class Fleet:
 
     async def _start_status_server(self) -> web.AppRunner:
         async def status(request: web.Request) -> web.Response:
-            return web.json_response(self.status())
+            # ?agents=0 leaves out the per-agent list (large for a big fleet)
+            return web.json_response(self.status(request.query.get("agents", "1") != "0"))
+
+        async def heartbeats(request: web.Request) -> web.Response:
+            try:
+                since = int(request.query.get("since", "0"))
+            except ValueError:
+                return web.json_response(
+                    {"error_code": "INVALID_REQUEST", "message": "since: not an integer"},
+                    status=400,
+                )
+            return web.json_response(self.stats.since(since))
 
         async def metadata(request: web.Request) -> web.Response:
             f = self.follower
@@ -270,7 +284,13 @@ class Fleet:
             return web.Response(text=json.dumps(f.image.to_dict()), content_type="application/json")
 
         app = web.Application()
-        app.add_routes([web.get("/status", status), web.get("/v1/metadata", metadata)])
+        app.add_routes(
+            [
+                web.get("/status", status),
+                web.get("/heartbeats", heartbeats),
+                web.get("/v1/metadata", metadata),
+            ]
+        )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self.spec.status_host, self.spec.status_port)

@@ -354,6 +354,10 @@ class MetadataFollower:
     def led_by(self, broker_id: int) -> frozenset[PartitionKey]:
         return self.applier.index.leads(broker_id)
 
+    def leads_any(self, broker_id: int) -> bool:
+        """Whether `broker_id` leads a partition (no copy: called per agent per batch)."""
+        return bool(self.applier.index.led_by.get(broker_id))
+
     def subscribe(self, fn: Callable[[int], None]) -> None:
         """`fn(committed_offset)` after the image changed (once per driver cycle)."""
         self._listeners.append(fn)

@@ -110,6 +110,11 @@ class Node:
         return f"{self.role}-{self.node_id}"
 
     @property
+    def out_path(self) -> Path:
+        """Where the process's stdout goes (its log is stderr, in log_path)."""
+        return self.log_path.with_suffix(".out")
+
+    @property
     def pid(self) -> int | None:
         return self.popen.pid if self.popen is not None else None
 
@@ -138,13 +143,23 @@ class ClusterSpec:
 class LocalCluster:
     """Controllers and broker agents as child processes of this one."""
 
-    def __init__(self, spec: ClusterSpec, ports: list[int] | None = None) -> None:
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        ports: list[int] | None = None,
+        peer_ports: dict[tuple[int, int], int] | None = None,
+    ) -> None:
+        """`peer_ports[(i, j)]`, when given, is the port controller i dials to reach
+        controller j (a fault-injecting proxy in the chaos test): each controller
+        then gets its own voters string, listens on its own port (`--listen`) and
+        all share one explicit `--cluster-id` (the derived one would differ)."""
         self.spec = spec
         self.data_dir = Path(spec.data_dir).resolve()
         ports = ports or free_ports(spec.controllers, spec.host)
         if len(ports) != spec.controllers:
             raise ValueError("one port per controller is needed")
         self.ports = ports
+        self.peer_ports = peer_ports
         self.voters = ",".join(f"{i + 1}@{spec.host}:{p}" for i, p in enumerate(ports))
         self.controller_urls = [f"http://{spec.host}:{p}" for p in ports]
         self.nodes: dict[int, Node] = {}
@@ -153,10 +168,15 @@ class LocalCluster:
             args = [
                 "-m", "kraft.cli", "controller",
                 "--node-id", str(nid),
-                "--voters", self.voters,
+                "--voters", self._voters_seen_by(nid),
                 "--data-dir", str(self.data_dir / f"controller-{nid}"),
                 "--log-format", spec.log_format,
             ]  # fmt: skip
+            if peer_ports is not None:
+                args += [
+                    "--listen", f"{spec.host}:{ports[i]}",
+                    "--cluster-id", f"kraft-local-{ports[0]}",
+                ]  # fmt: skip
             for k, v in spec.controller_overrides.items():
                 args += ["--override", f"{k}={v}"]
             self.nodes[nid] = Node(
@@ -165,6 +185,15 @@ class LocalCluster:
             )  # fmt: skip
         for j in range(spec.brokers):
             self.add_broker(spec.controllers + 1 + j)
+
+    def _voters_seen_by(self, nid: int) -> str:
+        if self.peer_ports is None:
+            return self.voters
+        host = self.spec.host
+        return ",".join(
+            f"{j}@{host}:{self.ports[j - 1] if j == nid else self.peer_ports[(nid, j)]}"
+            for j in range(1, self.spec.controllers + 1)
+        )
 
     # ------------------------------------------------------------ membership
 
@@ -200,14 +229,19 @@ class LocalCluster:
             raise RuntimeError(f"{node.name} is already running (pid {node.pid})")
         node.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        with node.log_path.open("ab") as logf:
+        # stderr is the structured log (one JSON object per line with --log-format
+        # json); stdout (a broker agent's status lines) goes next to it.
+        with node.log_path.open("ab") as logf, node.out_path.open("ab") as outf:
             node.popen = subprocess.Popen(
                 [sys.executable, *node.args],
-                stdout=logf,
-                stderr=subprocess.STDOUT,
+                stdout=outf,
+                stderr=logf,
                 stdin=subprocess.DEVNULL,
                 env=env,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                # Own process group: a terminal's Ctrl-C reaches only the supervisor,
+                # which stops brokers before controllers (a controlled shutdown needs one).
+                start_new_session=True,
             )
         node.starts += 1
         node.stopped = False
@@ -392,11 +426,33 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     up.add_argument(
         "--duration", type=float, default=None, help="stop by itself after this many seconds"
     )
+    up.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a configuration value for every controller and broker (repeatable), "
+        "e.g. broker.session.timeout.ms=6000",
+    )
+
+
+def _parse_override(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"--override {text!r} is not KEY=VALUE")
+    return key.strip(), value.strip()
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        spec = ClusterSpec(args.controllers, args.brokers, Path(args.data_dir))
+        overrides = dict(_parse_override(o) for o in args.override)
+        spec = ClusterSpec(
+            args.controllers,
+            args.brokers,
+            Path(args.data_dir),
+            controller_overrides=overrides,
+            broker_overrides=overrides,
+        )
     except ValueError as e:
         print(f"kraft cluster up: {e}", file=sys.stderr)
         return 2
@@ -411,9 +467,10 @@ def run(args: argparse.Namespace) -> int:
         cluster.start_all()
         print(f"kraft cluster: {spec.controllers} controllers, {spec.brokers} brokers")
         for n in cluster.controllers:
-            print(f"  controller {n.node_id}: {n.url}  (log {n.log_path})")
+            print(f"  controller {n.node_id}: {n.url}  pid {n.pid}  (log {n.log_path})")
         for n in cluster.brokers:
             print(f"  broker {n.node_id}: pid {n.pid}  (log {n.log_path})")
+        print(f"admin tools: export KRAFT_BOOTSTRAP={','.join(cluster.controller_urls)}")
         print("Ctrl-C stops the cluster.", flush=True)
         started = time.monotonic()
         while not stop.wait(args.status_interval):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -173,11 +174,15 @@ def run_demo(data_dir: Path, keep: bool) -> int:
         q = cluster.wait_leader()
         url = cluster.nodes[q["node_id"]].url
 
-        say(f"\n   metrics of the active controller ({url}/metrics):")
-        metrics_text = _get_text(f"{url}/metrics")
-        for line in metrics_text.splitlines():
-            if line.startswith("kafka_controller") and not line.startswith("#"):
+        say(f"\n   curl {url}/metrics  (the active controller; Kafka's metric names):")
+        for line in _get_text(f"{url}/metrics").splitlines():
+            if _shown_metric(line):
                 say(f"     {line}")
+        say(
+            "   (counters such as brokerfences_total count what this controller process "
+            "wrote since it started: the fence of step 3 was written by the controller "
+            "killed in step 4)"
+        )
         say("\n   kraft quorum describe --replication:")
         subprocess.run(
             [
@@ -200,23 +205,18 @@ def run_demo(data_dir: Path, keep: bool) -> int:
 
     t0 = step(8, "spark-replay rebuilds the history from controller 1's log")
     out = data_dir / "replay"
-    rc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "spark_replay.cli",
-            "--log-dir",
-            str(data_dir / "controller-1"),
-            "--out",
-            str(out),
-            "--master",
-            "local[2]",
-        ],  # fmt: skip
-        check=False,
-        timeout=600,
-    ).returncode
-    if rc != 0:
-        say(f"spark-replay failed with exit code {rc}")
+    cmd = [
+        sys.executable, "-m", "spark_replay.cli",
+        "--log-dir", str(data_dir / "controller-1"),
+        "--out", str(out),
+        "--master", "local[2]",
+    ]  # fmt: skip
+    say("   $ spark-replay --log-dir " + " ".join(cmd[4:]))
+    # Spark's JVM warnings and progress bars go to stderr: shown only on a failure.
+    proc = subprocess.run(cmd, check=False, timeout=600, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        say(proc.stderr[-4000:])
+        say(f"spark-replay failed with exit code {proc.returncode}")
         return 1
     summary = json.loads((out / "summary.json").read_text())
     say(f"   done in {took(t0)}; history summary:")
@@ -224,6 +224,14 @@ def run_demo(data_dir: Path, keep: bool) -> int:
     say(f"\n   report: {(out / 'report.html').resolve()}")
     say(f"   tables: {out.resolve()}/<table> (Parquet); logs: {data_dir.resolve()}/logs")
     return 0
+
+
+def _shown_metric(line: str) -> bool:
+    """The metrics the demo prints: gauges, counters and histogram counts/sums."""
+    if line.startswith("#") or not line.startswith(("kafka_controller", "kafka_server")):
+        return False
+    name = line.split("{")[0].split(" ")[0]
+    return not name.endswith(("_bucket", "_created"))
 
 
 def _get_text(url: str) -> str:
@@ -240,12 +248,20 @@ def main(argv: list[str] | None = None) -> int:
         "--keep", action="store_true", help="do not wipe the data dir from a previous run"
     )
     args = parser.parse_args(argv)
+
+    def on_sigterm(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # unwinds through run_demo's finally: the cluster stops
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    # Ctrl-C raises KeyboardInterrupt even where a shell started us with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return run_demo(Path(args.data_dir), args.keep)
     except (TimeoutError, OSError, RuntimeError) as e:
         print(f"demo failed: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        print("demo interrupted; the cluster was stopped", file=sys.stderr)
         return 130
 
 

@@ -20,6 +20,7 @@ base_offset + i.
 
 from __future__ import annotations
 
+import gc
 import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 import msgpack
 
 from metadata_log.errors import CorruptBatchError, IncompleteBatchError, RecordDecodeError
-from metadata_log.records import Record, encode_record, record_from_wire
+from metadata_log.records import Record, encode_record, records_from_wire
 
 MAGIC = 1
 ATTR_CONTROL = 0x1
@@ -197,17 +198,27 @@ def decode_records(
     """Decode the records of a verified batch."""
     unpacker = msgpack.Unpacker(use_list=False, raw=False, strict_map_key=False)
     unpacker.feed(buf[pos + HEADER_SIZE : pos + header.length])
-    control = header.control
-    out: list[Record] = []
-    offset = header.base_offset
+    # Decoding allocates thousands of tuples and records that form no cycles; the
+    # cycle collector would otherwise rescan them (and everything the caller keeps)
+    # every 700 allocations, which costs a third of the read rate when decoded
+    # records are kept (replay, Spark). Pausing it for one batch is safe; it runs
+    # at the next allocation after.
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
     try:
-        for obj in unpacker:
-            out.append(record_from_wire(obj, offset, control))
-            offset += 1
+        out = records_from_wire(unpacker, header.base_offset, header.control)
     except RecordDecodeError as e:
         raise e.at(path) from None
     except Exception as e:  # msgpack's several exception types for garbage
-        raise RecordDecodeError(offset, f"not valid msgpack: {e}", path) from None
+        # The records before the bad one decoded: count them to name its offset.
+        good = _count_good(buf[pos + HEADER_SIZE : pos + header.length])
+        raise RecordDecodeError(
+            header.base_offset + good, f"not valid msgpack: {e}", path
+        ) from None
+    finally:
+        if paused:
+            gc.enable()
     if len(out) != header.record_count:
         raise RecordDecodeError(
             header.base_offset,
@@ -215,6 +226,19 @@ def decode_records(
             path,
         )
     return out
+
+
+def _count_good(section: bytes | memoryview) -> int:
+    """How many msgpack objects decode from the start of `section` (error reporting only)."""
+    unpacker = msgpack.Unpacker(use_list=False, raw=False, strict_map_key=False)
+    unpacker.feed(section)
+    n = 0
+    try:
+        for _ in unpacker:
+            n += 1
+    except Exception:  # msgpack's several exception types for garbage
+        pass
+    return n
 
 
 def decode_batches(

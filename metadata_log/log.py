@@ -13,8 +13,14 @@ with contiguous offsets, plus:
 The formats are in docs/log-format.md.
 
 Durability model. `append` only writes (page cache); `flush` fsyncs the dirty
-segments, the directory when a segment was created or removed, then rewrites
-the checkpoints. Structural operations (`truncate_to`, `delete_segments_below`,
+segments and the directory when a segment was created or removed, and rewrites
+the leader-epoch checkpoint when it changed. The recovery-point checkpoint is
+rewritten (tmp file, fsync, rename, directory fsync: three more fsyncs) only
+once `recovery_point_interval_bytes` of flushed data accumulated since the last
+one, and on `checkpoint`, `close` and every structural change, as Kafka writes
+it periodically rather than per flush: it is a lower bound of what is flushed,
+which is all recovery needs, and per-flush it would quadruple the fsyncs of a
+durable append. Structural operations (`truncate_to`, `delete_segments_below`,
 `reset`) are rare and are durable on return: they flush first, so that after any
 of them nothing is unflushed. A failed fsync or a write error (ENOSPC included)
 raises `LogFatalError` and poisons the log: every later call raises it again and
@@ -175,6 +181,8 @@ class FileLog:
         self._cache = LeaderEpochCache()
         self._cache_on_disk: list[tuple[int, int]] | None = None
         self._recovery_point_on_disk: int | None = None
+        self.recovery_point_interval_bytes = 0
+        self._bytes_since_recovery_point = 0  # flushed bytes the checkpoint does not cover
         self._dir_dirty = False
         self._failed: str | None = None
         self._closed = False
@@ -191,9 +199,16 @@ class FileLog:
         *,
         segment_bytes: int = 8 * 1024 * 1024,
         index_interval_bytes: int = 4096,
+        recovery_point_interval_bytes: int = 1024 * 1024,
         logger: logging.Logger | None = None,
     ) -> FileLog:
-        """Open (creating if missing) and recover the log in `directory`."""
+        """Open (creating if missing) and recover the log in `directory`.
+
+        `recovery_point_interval_bytes`: flushed bytes between two rewrites of the
+        recovery-point checkpoint (0: at every flush).
+        """
+        if recovery_point_interval_bytes < 0:
+            raise ValueError("recovery_point_interval_bytes must not be negative")
         if not 0 < segment_bytes <= _MAX_SEGMENT_BYTES:
             raise ValueError(f"segment_bytes must be in 1..{_MAX_SEGMENT_BYTES}")
         if index_interval_bytes <= 0:
@@ -201,6 +216,7 @@ class FileLog:
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         log = cls(path, segment_bytes, index_interval_bytes, logger or logging.getLogger(__name__))
+        log.recovery_point_interval_bytes = recovery_point_interval_bytes
         try:
             log._recover()
         except BaseException:
@@ -368,7 +384,7 @@ class FileLog:
         # crash) is made durable now, so that the recovery point is the end.
         for seg in self._segments:
             seg.dirty = True
-        self.flush()
+        self.checkpoint()
 
     def _delete_strays(self) -> None:
         """Remove leftovers of interrupted writes: *.part snapshots, *.tmp checkpoints."""
@@ -535,10 +551,16 @@ class FileLog:
         seg.index_written = len(seg.idx_offsets)
 
     def flush(self) -> None:
-        """fsync what was appended, then the checkpoints. Raises LogFatalError on failure."""
+        """fsync what was appended (and the checkpoints when due). Raises LogFatalError."""
         self._check_usable()
         self._sync_data()
         self._write_checkpoints()
+
+    def checkpoint(self) -> None:
+        """`flush`, then make the recovery-point checkpoint say the whole log is flushed."""
+        self._check_usable()
+        self._sync_data()
+        self._write_checkpoints(force=True)
 
     def _sync_data(self) -> None:
         for seg in self._segments:
@@ -548,6 +570,7 @@ class FileLog:
                 except OSError as e:
                     raise self._fatal(f"fsync {seg.path}", e) from e
                 seg.dirty = False
+            self._bytes_since_recovery_point += max(0, seg.size - seg.flushed_size)
             seg.flushed_size = seg.size
         if self._dir_dirty:
             try:
@@ -559,18 +582,21 @@ class FileLog:
             seg.durable = True
         self._flushed_offset = self._end_offset
 
-    def _write_checkpoints(self) -> None:
+    def _write_checkpoints(self, force: bool = False) -> None:
         entries = self._cache.entries()
         if entries != self._cache_on_disk:
             self._write_file(LEADER_EPOCH_CHECKPOINT, self._cache.serialize())
             self._cache_on_disk = entries
-        if self._flushed_offset != self._recovery_point_on_disk:
+        if self._flushed_offset != self._recovery_point_on_disk and (
+            force or self._bytes_since_recovery_point >= self.recovery_point_interval_bytes
+        ):
             self._write_recovery_point(self._flushed_offset)
 
     def _write_recovery_point(self, offset: int) -> None:
         data = format_checkpoint(RECOVERY_POINT_VERSION, [(PARTITION_NAME, PARTITION_ID, offset)])
         self._write_file(RECOVERY_POINT_CHECKPOINT, data)
         self._recovery_point_on_disk = offset
+        self._bytes_since_recovery_point = 0
 
     def _write_file(self, name: str, data: bytes) -> None:
         try:
@@ -706,7 +732,7 @@ class FileLog:
         self._cache.truncate_from_end(new_end)
         if new_end == start:
             self._cache = LeaderEpochCache(prefix)
-        self._write_checkpoints()
+        self._write_checkpoints(force=True)
         return new_end
 
     def _rewrite_index(self, seg: _Segment) -> None:
@@ -760,7 +786,7 @@ class FileLog:
         self._sync_data()
         new_start = self._segments[0].base
         self._cache.truncate_from_start(new_start)
-        self._write_checkpoints()
+        self._write_checkpoints(force=True)
         return new_start
 
     def reset(self, offset: int, epoch: int) -> None:
@@ -799,7 +825,7 @@ class FileLog:
         self._read_hint = None
         self._dir_dirty = True
         self._sync_data()
-        self._write_checkpoints()
+        self._write_checkpoints(force=True)
 
     # ================================================================= closing
 
@@ -812,7 +838,7 @@ class FileLog:
             return
         try:
             if flush and self._failed is None:
-                self.flush()
+                self.checkpoint()
                 for seg in self._segments:
                     self._write_pending_index(seg)
         finally:

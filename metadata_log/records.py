@@ -40,8 +40,6 @@ BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 
 METADATA_VERSION_FEATURE = "metadata.version"
-# Highest metadata.version this code understands; record versions are gated on it.
-LATEST_METADATA_VERSION = 1
 
 
 def new_topic_id(rng: Any | None = None) -> str:
@@ -295,9 +293,48 @@ CONTROL_RECORD_TYPES: tuple[type, ...] = (
     VotersRecord,
 )
 
-# Highest version of each record this code reads and writes. Bumping one means
-# adding the new fields at the end and a metadata.version gate in `record_version`.
-SUPPORTED_VERSION: dict[type, int] = {cls: 0 for cls in DATA_RECORD_TYPES + CONTROL_RECORD_TYPES}
+ALL_RECORD_TYPES: tuple[type, ...] = DATA_RECORD_TYPES + CONTROL_RECORD_TYPES
+
+# ------------------------------------------------------------- record versions
+#
+# A record's version says which of its fields are on the wire: version v carries
+# the first FIELD_COUNTS[cls][v] fields of the dataclass (a later version only
+# adds fields at the end, and a reader fills the missing ones with their
+# defaults). The cluster's metadata.version feature level decides the highest
+# version of each record a writer may use (RECORD_VERSIONS), so that a rolling
+# upgrade never makes an old node read a record version it does not know: the
+# active controller writes at the level in its image and the level is raised
+# only once every node supports it. Bumping a record means: add its fields at
+# the end of the dataclass, a FIELD_COUNTS entry for the new version, and a new
+# metadata.version level in RECORD_VERSIONS that allows it.
+
+# cls -> version -> number of leading fields that version carries.
+FIELD_COUNTS: dict[type, dict[int, int]] = {cls: {0: len(fields(cls))} for cls in ALL_RECORD_TYPES}
+# metadata.version level -> cls -> highest version a writer at that level may use.
+RECORD_VERSIONS: dict[int, dict[type, int]] = {
+    1: {cls: 0 for cls in ALL_RECORD_TYPES},
+}
+MIN_METADATA_VERSION = min(RECORD_VERSIONS)
+# Highest metadata.version this code understands (what a fresh cluster bootstraps at).
+LATEST_METADATA_VERSION = max(RECORD_VERSIONS)
+
+# Highest version of each record this code reads and writes.
+SUPPORTED_VERSION: dict[type, int] = {cls: max(FIELD_COUNTS[cls]) for cls in ALL_RECORD_TYPES}
+
+
+class UnsupportedMetadataVersionError(ValueError):
+    """A metadata.version level this code cannot write records for."""
+
+
+def record_version(cls: type, metadata_version: int) -> int:
+    """The highest version of record class `cls` a writer at `metadata_version` may use."""
+    levels = RECORD_VERSIONS.get(metadata_version)
+    if levels is None:
+        raise UnsupportedMetadataVersionError(
+            f"metadata.version {metadata_version} is not supported: this node writes levels "
+            f"{MIN_METADATA_VERSION}..{LATEST_METADATA_VERSION}"
+        )
+    return levels[cls]
 
 
 # ----------------------------------------------------------------------------- codec
@@ -339,11 +376,29 @@ _CHECKS: dict[str, _Check] = {
 }
 
 
+_new = object.__new__
+_set_ep = tuple(Endpoint.__dict__[n].__set__ for n in ("name", "host", "port", "security_protocol"))
+_set_ft = tuple(
+    BrokerFeature.__dict__[n].__set__
+    for n in ("name", "min_supported_version", "max_supported_version")
+)
+
+
 def _endpoint_from_wire(v: Any) -> Endpoint:
+    # Built like the generated record decoders (slots set directly, no frozen
+    # __init__): RegisterBrokerRecords are a fifth of a busy log.
     name, host, port, proto = v
-    if not (_is_str(name) and _is_str(host) and _is_int(port) and _is_str(proto)):
+    if type(name) is not str or type(host) is not str or type(port) is not int:
         raise ValueError("endpoint fields must be [name, host, port, security_protocol]")
-    return Endpoint(name, host, port, proto)
+    if type(proto) is not str:
+        raise ValueError("endpoint fields must be [name, host, port, security_protocol]")
+    e = _new(Endpoint)
+    s_name, s_host, s_port, s_proto = _set_ep
+    s_name(e, name)
+    s_host(e, host)
+    s_port(e, port)
+    s_proto(e, proto)
+    return e  # type: ignore[no-any-return]
 
 
 def _voter_from_wire(v: Any) -> VoterEntry:
@@ -355,9 +410,14 @@ def _voter_from_wire(v: Any) -> VoterEntry:
 
 def _feature_from_wire(v: Any) -> BrokerFeature:
     name, lo, hi = v
-    if not (_is_str(name) and _is_int(lo) and _is_int(hi)):
+    if type(name) is not str or type(lo) is not int or type(hi) is not int:
         raise ValueError("feature fields must be [name, min, max]")
-    return BrokerFeature(name, lo, hi)
+    f = _new(BrokerFeature)
+    s_name, s_lo, s_hi = _set_ft
+    s_name(f, name)
+    s_lo(f, lo)
+    s_hi(f, hi)
+    return f  # type: ignore[no-any-return]
 
 
 class _Codec:
@@ -389,12 +449,24 @@ class _Codec:
         self.decode: Callable[[tuple[Any, ...]], Any] = _compile_decoder(self)
 
     def to_wire(self, rec: Any, version: int) -> list[Any]:
+        """``[type, version, *fields]`` with exactly the fields `version` carries.
+
+        A field the version does not carry must hold its default: writing the
+        record at that version would otherwise silently lose it.
+        """
+        n = FIELD_COUNTS[self.cls][version]
         out: list[Any] = [rec.TYPE, version]
-        for i, name in enumerate(self.names):
+        for i, name in enumerate(self.names[:n]):
             v = getattr(rec, name)
             if i in self.nested:
                 v = [list(_nested_to_wire(x)) for x in v]
             out.append(v)
+        for f in fields(self.cls)[n:]:
+            if getattr(rec, f.name) != f.default:
+                raise ValueError(
+                    f"{self.cls.__name__} version {version} has no field {f.name}: "
+                    f"cannot write {getattr(rec, f.name)!r}"
+                )
         return out
 
     def from_wire(self, values: tuple[Any, ...]) -> Any:
@@ -503,6 +575,16 @@ _CODEC_BY_CLASS: dict[type, _Codec] = {
     c.cls: c for c in (*_DATA_CODECS.values(), *_CONTROL_CODECS.values())
 }
 
+
+def refresh_codec_tables() -> None:
+    """Recompute what is derived from SUPPORTED_VERSION / FIELD_COUNTS (tests patch them)."""
+    _FAST[False] = _fast_paths(_DATA_CODECS)
+    _FAST[True] = _fast_paths(_CONTROL_CODECS)
+
+
+# (type id, version, array length) -> decoder of the latest version, per id space.
+_FAST: dict[bool, dict[tuple[int, int, int], Any]] = {}
+
 _packb = msgpack.Packer(use_bin_type=True).pack
 
 
@@ -513,16 +595,73 @@ def is_control(rec: Record) -> bool:
 _CONTROL_TYPE_SET = frozenset(CONTROL_RECORD_TYPES)
 
 
-def encode_record(rec: Record, version: int | None = None) -> bytes:
-    """msgpack bytes of one record: ``[type_id, version, *fields]``."""
+def encode_record(
+    rec: Record, version: int | None = None, *, metadata_version: int | None = None
+) -> bytes:
+    """msgpack bytes of one record: ``[type_id, version, *fields]``.
+
+    The version is `version` if given, else the highest one `metadata_version`
+    allows (`record_version`), else the highest this code supports.
+    """
     codec = _CODEC_BY_CLASS.get(type(rec))
     if codec is None:
         raise TypeError(f"not a metadata record: {type(rec).__name__}")
     supported = SUPPORTED_VERSION[type(rec)]
-    v = supported if version is None else version
+    if version is not None:
+        v = version
+        if metadata_version is not None and v > record_version(type(rec), metadata_version):
+            raise UnsupportedMetadataVersionError(
+                f"{type(rec).__name__} version {v} needs a higher metadata.version "
+                f"than {metadata_version}"
+            )
+    elif metadata_version is not None:
+        v = record_version(type(rec), metadata_version)
+    else:
+        v = supported
     if not 0 <= v <= supported:
         raise ValueError(f"{type(rec).__name__} version {v} is not supported (max {supported})")
     return _packb(codec.to_wire(rec, v))
+
+
+def _fast_paths(codecs: dict[int, _Codec]) -> dict[tuple[int, int, int], Any]:
+    """(type id, version, array length) -> decoder, for the latest version of each record.
+
+    A record of that exact shape needs no version or arity check beyond the key.
+    Rebuilt by `refresh_codec_tables` whenever the version tables change.
+    """
+    return {
+        (tid, SUPPORTED_VERSION[c.cls], 2 + FIELD_COUNTS[c.cls][SUPPORTED_VERSION[c.cls]]): c.decode
+        for tid, c in codecs.items()
+    }
+
+
+def records_from_wire(objs: Iterable[Any], base_offset: int, control: bool = False) -> list[Record]:
+    """Build the records of a batch from its unpacked msgpack arrays (offsets from base_offset).
+
+    The hot path of reading the log: a record of its class's latest shape is
+    decoded straight away; anything else goes through `record_from_wire`, which
+    checks everything and raises the error naming the offset.
+    """
+    fast = _FAST[bool(control)]
+    get = fast.get
+    out: list[Record] = []
+    append = out.append
+    offset = base_offset
+    for obj in objs:
+        # type(...) is int keeps True/1.0 (equal and equally hashed) off the fast path.
+        if type(obj) is tuple and len(obj) >= 2 and type(obj[0]) is int and type(obj[1]) is int:
+            decode = get((obj[0], obj[1], len(obj)))
+            if decode is not None:
+                try:
+                    append(decode(obj))
+                except (ValueError, TypeError):
+                    record_from_wire(obj, offset, control)  # raises the named error
+                    raise  # pragma: no cover - record_from_wire always raises here
+                offset += 1
+                continue
+        append(record_from_wire(obj, offset, control))
+        offset += 1
+    return out
 
 
 def record_from_wire(obj: Any, offset: int, control: bool = False) -> Record:
@@ -530,8 +669,10 @@ def record_from_wire(obj: Any, offset: int, control: bool = False) -> Record:
     if type(obj) is not tuple or len(obj) < 2:
         raise RecordDecodeError(offset, "record is not an array [type, version, ...]")
     type_id, version = obj[0], obj[1]
-    codec = (_CONTROL_CODECS if control else _DATA_CODECS).get(type_id)
     kind = "control record" if control else "record"
+    codec = (
+        (_CONTROL_CODECS if control else _DATA_CODECS).get(type_id) if _is_int(type_id) else None
+    )
     if codec is None:
         raise RecordDecodeError(offset, f"unknown {kind} type {type_id!r}")
     supported = SUPPORTED_VERSION[codec.cls]
@@ -539,6 +680,15 @@ def record_from_wire(obj: Any, offset: int, control: bool = False) -> Record:
         raise RecordDecodeError(
             offset,
             f"{codec.cls.__name__} version {version!r} is newer than supported ({supported})",
+        )
+    arity = FIELD_COUNTS[codec.cls][version]
+    if len(obj) - 2 != arity:
+        # Each version carries exactly its own fields (older ones fewer: the
+        # decoder fills the rest with their defaults).
+        raise RecordDecodeError(
+            offset,
+            f"malformed {codec.cls.__name__}: version {version} has "
+            f"{arity} fields, record carries {len(obj) - 2}",
         )
     try:
         return codec.decode(obj)
@@ -585,3 +735,6 @@ def record_class(name: str) -> type:
 
 def encode_records(records: Iterable[Record]) -> list[bytes]:
     return [encode_record(r) for r in records]
+
+
+refresh_codec_tables()

@@ -42,16 +42,23 @@ def to_batches(
     records: Sequence[MetadataRecord],
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     name: str = "",
+    metadata_version: int | None = None,
 ) -> BatchPlan:
+    """`metadata_version` (the image's level) caps the record versions written."""
     if not records:
         return BatchPlan([], [])
-    encoded = [encode_record(r) for r in records]
+    mv = metadata_version
+    encoded = [encode_record(r, metadata_version=mv) for r in records]
     room = max_batch_bytes - HEADER_SIZE
     if sum(len(e) for e in encoded) <= room:
         return BatchPlan([EncodedBatch(b"".join(encoded), len(encoded))], list(records))
     begin, end = BeginTransactionRecord(name), EndTransactionRecord()
     written = [begin, *records, end]
-    encoded = [encode_record(begin), *encoded, encode_record(end)]
+    encoded = [
+        encode_record(begin, metadata_version=mv),
+        *encoded,
+        encode_record(end, metadata_version=mv),
+    ]
     out: list[EncodedBatch] = []
     current: list[bytes] = []
     size = 0

@@ -320,7 +320,16 @@ class QuorumController:
             fenced=True,
             in_controlled_shutdown=False,
         )
-        return ControllerResult((record,), {"broker_epoch": next_offset})
+        records: list[MetadataRecord] = [record]
+        if existing is not None and not existing.fenced:
+            # The previous registration was still unfenced (its session expired before
+            # the fence ran, or the same incarnation retries): the new one starts
+            # fenced, so it must leave its leaderships and shared ISRs in the same
+            # atomic write (a fenced broker leads nothing). The RegisterBrokerRecord
+            # comes first so that its offset is the epoch (in a metadata transaction
+            # the epoch is the write's first offset, as in Kafka).
+            records += self._remove_broker_from_partitions(req.broker_id)
+        return ControllerResult(tuple(records), {"broker_epoch": next_offset})
 
     def note_heartbeat_contact(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
         """Called as a heartbeat arrives, before it queues: contact counts even if

@@ -30,7 +30,7 @@ from kraft.controller.batching import DEFAULT_MAX_BATCH_BYTES, EncodedBatch, to_
 from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
 from metadata_log.image import MetadataImage
-from metadata_log.records import AbortTransactionRecord, MetadataRecord
+from metadata_log.records import METADATA_VERSION_FEATURE, AbortTransactionRecord, MetadataRecord
 
 log = logging.getLogger("kraft.controller")
 
@@ -237,7 +237,9 @@ class ControllerService:
 
     def _append_and_replay(self, result: ControllerResult, now_ms: int) -> int:
         """Append the result's records and replay them at their offsets; returns the last offset."""
-        plan = to_batches(result.records, self.max_batch_bytes)
+        # Record versions are capped by the cluster's metadata.version (rolling upgrades).
+        mv = self.controller.image.features.get(METADATA_VERSION_FEATURE)
+        plan = to_batches(result.records, self.max_batch_bytes, metadata_version=mv)
         base = self.writer.next_offset()
         last = self.writer.append(plan.batches, now_ms)
         # replay exactly what was appended, at the offsets Raft assigned

@@ -47,6 +47,7 @@ from aiohttp import web
 from kraft.config import Config, ConfigError, parse_properties
 from kraft.controller.batching import EncodedBatch
 from kraft.controller.quorum_controller import ControllerConfig, QuorumController
+from kraft.logs import log_state_change
 from kraft.raft.client import CommittedBatch, RaftClient
 from kraft.raft.client import NotLeaderError as RaftNotLeaderError
 from kraft.raft.config import RaftConfig
@@ -222,6 +223,9 @@ class _MeteredController(QuorumController):
     metrics: ControllerMetrics | None = None
 
     def replay(self, record: Record, offset: int) -> None:
+        if self.active:
+            # Before replay: a removed topic still has its name.
+            log_state_change(record, offset, self._topic_name)
         super().replay(record, offset)
         m = self.metrics
         if m is None or not self.active:
@@ -232,6 +236,10 @@ class _MeteredController(QuorumController):
         elif t is PartitionChangeRecord and record.leader != -2:  # type: ignore[union-attr]
             unclean = record.leader_recovery_state == RECOVERING  # type: ignore[union-attr]
             m.partition_elections.labels(unclean=str(unclean).lower()).inc()
+
+    def _topic_name(self, topic_id: str) -> str | None:
+        topic = self.image.topics.get(topic_id)
+        return topic.name if topic is not None else None
 
 
 class _RaftWriter:

@@ -287,6 +287,12 @@ async def _voter_change(client: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _id_list(rows: list[Any]) -> str:
+    """Node ids as kafka-metadata-quorum prints them: ``[1,2,3]``."""
+    ids = sorted(r["node_id"] if isinstance(r, dict) else r for r in rows)
+    return "[" + ",".join(str(i) for i in ids) + "]"
+
+
 async def _quorum(client: AdminClient, args: argparse.Namespace) -> int:
     if args.action in ("add-controller", "remove-controller"):
         return await _voter_change(client, args)
@@ -303,8 +309,10 @@ async def _quorum(client: AdminClient, args: argparse.Namespace) -> int:
         print(
             f"{'NodeId':<8}{'DirectoryId':<24}{'LogEndOffset':<14}{'Lag':<8}{'LastFetchTimestamp':<22}{'LastCaughtUpTimestamp':<24}Status"
         )
+        leader_id = view.get("leader_id")
         for kind, rows in (("Follower", voters), ("Observer", observers)):
-            for r in sorted(rows, key=lambda r: r["node_id"]):
+            # The leader first, then by node id, as kafka-metadata-quorum lists them.
+            for r in sorted(rows, key=lambda r: (r["node_id"] != leader_id, r["node_id"])):
                 status = "Leader" if r["node_id"] == view.get("leader_id") else kind
                 print(
                     f"{r['node_id']:<8}{r.get('directory_id') or '-':<24}"
@@ -325,12 +333,8 @@ async def _quorum(client: AdminClient, args: argparse.Namespace) -> int:
     print(f"HighWatermark:          {view.get('high_watermark')}")
     print(f"MaxFollowerLag:         {max(lags) if lags else 0}")
     print(f"MaxFollowerLagTimeMs:   {max(lag_times) if lag_times else 0}")
-    print(
-        f"CurrentVoters:          {sorted(r['node_id'] if isinstance(r, dict) else r for r in voters)}"
-    )
-    print(
-        f"CurrentObservers:       {sorted(r['node_id'] if isinstance(r, dict) else r for r in observers)}"
-    )
+    print(f"CurrentVoters:          {_id_list(voters)}")
+    print(f"CurrentObservers:       {_id_list(observers)}")
     return 0
 
 

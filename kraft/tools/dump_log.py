@@ -107,4 +107,8 @@ def run(target: str, as_json: bool = False, from_offset: int = 0) -> int:
         return 1
     except BrokenPipeError:
         return 0
+    except OSError as e:  # unreadable file or directory: a user error, not a traceback
+        sys.stdout.flush()
+        print(f"kraft dump-log: error: {e.filename or target}: {e.strerror or e}", file=sys.stderr)
+        return 1
     return 0

@@ -12,7 +12,9 @@ cluster in the state the next expects:
    when it exits, exit code 0;
 5. kill -9 of the active controller: no broker is fenced, all stay RUNNING;
 6. each broker's image equals the controllers' log replayed to the same offset;
-7. a broker that starts after the controllers trimmed their logs (snapshots every
+7. `broker-agent fleet`: 12 agents in one process all RUNNING, a status line
+   (count per state, heartbeat p99, errors), SIGTERM a controlled shutdown, exit 0;
+8. a broker that starts after the controllers trimmed their logs (snapshots every
    few KiB, no retention) loads a snapshot (FetchSnapshot) and catches up.
 
 Every process is started here and killed by pid (tests/integration/procs.py).
@@ -43,6 +45,7 @@ HEARTBEAT_MS = 1000
 SESSION_MS = 6000
 TOPIC = "orders"
 LATE_BROKER = 9
+FLEET_FIRST, FLEET_COUNT = 20, 12  # broker-agent fleet: brokers 20..31 in one process
 OVERRIDES = {
     "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
     "broker.session.timeout.ms": str(SESSION_MS),
@@ -176,7 +179,7 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("broker-agents")
-    brokers = (*BROKERS, LATE_BROKER)
+    brokers = (*BROKERS, LATE_BROKER, FLEET_FIRST)  # FLEET_FIRST: the fleet's status port
     ports = free_ports(len(CONTROLLERS) + len(brokers))
     cports = dict(zip(CONTROLLERS, ports[: len(CONTROLLERS)], strict=True))
     sports = dict(zip(brokers, ports[len(CONTROLLERS) :], strict=True))
@@ -190,6 +193,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         for p in group.procs:
             if "Traceback" in p.log_text():
                 print(f"--- {p.name} log ({p.log_path}) ---\n{p.log_text()[-4000:]}")
+
+
+def state_changes(proc: Proc) -> list[tuple[str, str, str]]:
+    """(old, new, reason) of every `broker_state` line in an agent's JSON log."""
+    out = []
+    for line in proc.log_text().splitlines():
+        if line.startswith("{") and '"event": "broker_state"' in line:
+            rec = json.loads(line)
+            out.append((rec["old"], rec["new"], rec["reason"]))
+    return out
 
 
 def best_leader(p: dict[str, Any], fenced: set[int]) -> int:
@@ -247,11 +260,15 @@ def test_kill9_broker_is_fenced_and_leaders_move_by_best_leader(cluster: Cluster
     fenced = {b for b, r in regs.items() if r["fenced"]}
     assert fenced == {victim}
     after = {p["partition_id"]: p for p in cluster.partitions()}
+    before = {p["partition_id"]: p for p in parts}
     for pid in led[victim]:
-        p = after[pid]
+        p, b = after[pid], before[pid]
+        # BestLeader: the first replica (in replica order) of the ISR before the
+        # fence that is not fenced; the fence only removes the victim from the ISR
         assert p["leader"] != victim
-        assert p["leader"] == best_leader(p, fenced), p
-        assert victim not in p["isr"] or p["isr"] == [victim]
+        assert p["leader"] == best_leader(b, fenced), (b, p)
+        assert p["isr"] == [r for r in b["isr"] if r != victim], (b, p)
+        assert p["leader_epoch"] == b["leader_epoch"] + 1, (b, p)
     # the agents left standing are still RUNNING
     assert cluster.running([b for b in BROKERS if b != victim])
 
@@ -267,8 +284,13 @@ def test_restarted_broker_has_new_incarnation_and_epoch(cluster: Cluster) -> Non
     assert reg["incarnation_id"] == st["incarnation_id"]
     assert reg["broker_epoch"] > old["broker_epoch"]
     assert st["broker_epoch"] == reg["broker_epoch"]
-    # unfenced only once caught up: its image holds its own registration
+    # unfenced only once caught up: its image holds its own registration, and its
+    # log shows STARTING -> RECOVERY (caught up) before RECOVERY -> RUNNING
     assert st["metadata_offset"] >= reg["broker_epoch"]
+    assert state_changes(cluster.brokers[victim])[:2] == [
+        ("STARTING", "RECOVERY", "caught up with the metadata log"),
+        ("RECOVERY", "RUNNING", "unfenced"),
+    ]
     # leaders expand the ISRs back to it (AlterPartition; on by default)
     wait_until(
         lambda: all(victim in p["isr"] for p in cluster.partitions() if victim in p["replicas"]),
@@ -293,14 +315,13 @@ def test_sigterm_is_a_controlled_shutdown(cluster: Cluster) -> None:
     assert all(p["leader"] != target for p in after)
     reg = cluster.registrations()[target]
     assert reg["in_controlled_shutdown"] or reg["fenced"]
-    text = proc.log_text()
-    states = [
-        json.loads(line)["new"]
-        for line in text.splitlines()
-        if line.startswith("{") and '"event": "broker_state"' in line
+    # the controller granted it (should_shut_down), which it does only once the
+    # broker leads nothing: not the controlled-shutdown timeout
+    assert state_changes(proc)[-2:] == [
+        ("RUNNING", "PENDING_CONTROLLED_SHUTDOWN", "shutdown requested"),
+        ("PENDING_CONTROLLED_SHUTDOWN", "SHUTTING_DOWN", "controller granted shutdown"),
     ]
-    assert states[-2:] == ["PENDING_CONTROLLED_SHUTDOWN", "SHUTTING_DOWN"]
-    assert "Traceback" not in text
+    assert "Traceback" not in proc.log_text()
 
 
 def test_kill9_active_controller_fences_nobody(cluster: Cluster) -> None:
@@ -358,6 +379,65 @@ def test_broker_images_equal_the_controllers_log(cluster: Cluster) -> None:
     alive = [b for b in BROKERS if cluster.brokers[b].alive()]
     for b in alive:
         wait_until(lambda b=b: image_matches_log(cluster, b), 10, what=f"broker {b}'s image")
+
+
+def test_fleet_of_agents_in_one_process(cluster: Cluster) -> None:
+    # `broker-agent fleet`: K agents, one process, one connection pool; a status
+    # line every few seconds (count per state, heartbeat p99, errors); SIGTERM is a
+    # controlled shutdown of every agent and exit 0.
+    ids = list(range(FLEET_FIRST, FLEET_FIRST + FLEET_COUNT))
+    args = [
+        "-m", "broker_agent.cli", "fleet",
+        "--count", str(FLEET_COUNT),
+        "--first-id", str(FLEET_FIRST),
+        "--controllers", ",".join(cluster.urls),
+        "--status-port", str(cluster.status_ports[FLEET_FIRST]),
+        "--status-interval", "1",
+        "--log-format", "json",
+    ]  # fmt: skip
+    for k, v in OVERRIDES.items():
+        args += ["--override", f"{k}={v}"]
+    proc = cluster.group.start(Proc("fleet", args, cluster.tmp / "logs" / "fleet.log"))
+
+    def all_running() -> bool:
+        st = cluster.agent(FLEET_FIRST, "/status?agents=0")
+        regs = cluster.registrations()
+        return st["counts"]["RUNNING"] == FLEET_COUNT and all(
+            b in regs and not regs[b]["fenced"] for b in ids
+        )
+
+    wait_until(all_running, 15, interval=0.2, what=f"{FLEET_COUNT} fleet agents RUNNING")
+    status = cluster.agent(FLEET_FIRST)
+    assert [a["broker_id"] for a in status["agents"]] == ids
+    # one shared observer: every agent reports the same image offset
+    assert len({a["metadata_offset"] for a in status["agents"]}) == 1
+    regs = cluster.registrations()
+    assert len({regs[b]["incarnation_id"] for b in ids}) == FLEET_COUNT
+    line = wait_until(
+        lambda: next(
+            (
+                ln
+                for ln in reversed(proc.log_text().splitlines())
+                if ln.startswith("fleet ") and f"RUNNING={FLEET_COUNT} " in ln and "ms p99=" in ln
+            ),
+            None,
+        ),
+        10,
+        what="a status line with every agent RUNNING",
+    )
+    assert f"fleet {ids[0]}..{ids[-1]}: RUNNING={FLEET_COUNT} | heartbeat p50=" in line
+    assert "ms p99=" in line and "errors=" in line
+    hb = cluster.agent(FLEET_FIRST, "/heartbeats?since=0")
+    assert hb["count"] == hb["heartbeats"] > 0 and hb["p99_ms"] >= hb["p50_ms"] > 0
+    proc.signal(signal.SIGTERM)
+    code = proc.popen.wait(30)  # type: ignore[union-attr]
+    assert code == 0
+    regs = cluster.registrations()
+    assert all(regs[b]["in_controlled_shutdown"] or regs[b]["fenced"] for b in ids)
+    changes = [c for c in state_changes(proc) if c[1] == "SHUTTING_DOWN"]
+    assert len(changes) == FLEET_COUNT
+    assert {c[2] for c in changes} == {"controller granted shutdown"}
+    assert "Traceback" not in proc.log_text()
 
 
 def test_late_broker_loads_a_snapshot(cluster: Cluster) -> None:

@@ -340,6 +340,8 @@ def test_failover_while_broker_silent(env: tuple[ControllerQuorum, Brokers]) -> 
     }
     assert epoch_of[fence_offsets[-1]] == new["leader_epoch"]
     q.start(old["node_id"])
+    # the restarted node serves again before the next test talks to it
+    wait_until(lambda: q.quorum(old["node_id"]) is not None, 10.0, what="the restarted controller")
     brokers.resume(victim)
     wait_unfenced(brokers, {victim})
 
@@ -387,3 +389,80 @@ def test_error_codes_and_statuses(env: tuple[ControllerQuorum, Brokers]) -> None
     assert body["leader_id"] == active and body["leader_url"] == url
     # No 500 anywhere in the controllers' logs.
     assert "Traceback" not in q.dump_logs()
+
+
+def test_admin_cli_metadata_and_msgpack(
+    env: tuple[ControllerQuorum, Brokers], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kraft topics|brokers|elect` through a follower's URL (hints followed),
+    GET /v1/metadata, and a msgpack round trip."""
+    from kraft.cli import main
+
+    q, brokers = env
+    active = q.active()
+    assert active is not None
+    follower = next(i for i in q.ids if i != active and q.alive(i))
+    boot = ["--bootstrap", q.url(follower)]
+
+    def kraft(*args: str) -> str:
+        capsys.readouterr()
+        assert main([*args, *boot]) == 0, args
+        return capsys.readouterr().out
+
+    out = kraft(
+        "topics", "create", "--topic", "cli", "--partitions", "3", "--replication-factor", "2"
+    )
+    assert "Created topic cli" in out and "3 partitions" in out
+    assert kraft("topics", "list").split() == ["cli", TOPIC]
+    kraft("topics", "add-partitions", "--topic", "cli", "--partitions", "4")
+    out = kraft(
+        "topics", "alter-configs", "--topic", "cli",
+        "--add-config", "unclean.leader.election.enable=true",
+    )  # fmt: skip
+    assert '"unclean.leader.election.enable": "true"' in out
+    out = kraft("topics", "describe", "--topic", "cli")
+    assert "PartitionCount: 4" in out and "unclean.leader.election.enable=true" in out
+    assert out.count("\tPartition: ") == 4
+    out = kraft("elect", "--topic", "cli", "--partition", "0", "--type", "preferred")
+    assert "leader" in out
+    rows = kraft("brokers", "list").splitlines()[1:]
+    assert [int(r.split()[0]) for r in rows] == list(BROKERS)
+    assert all(r.split()[1] == "UNFENCED" for r in rows)
+    # A broker that registered and never heartbeated is fenced: it may be unregistered;
+    # a live one may not.
+    status, body = brokers.call(
+        "POST", "/v1/brokers/register", brokers.register_body(16, str(uuid.uuid4()))
+    )
+    assert status == 200, body
+    assert "Unregistered broker 16" in kraft("brokers", "unregister", "--broker-id", "16")
+    capsys.readouterr()
+    assert main(["brokers", "unregister", "--broker-id", "11", *boot]) == 1
+    err = capsys.readouterr().err
+    assert "INVALID_REQUEST" in err and "live session" in err and "Traceback" not in err
+    assert main(["topics", "describe", "--topic", "nope", *boot]) == 1
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in capsys.readouterr().err
+    kraft("topics", "delete", "--topic", "cli")
+
+    # GET /v1/metadata: the whole committed image on the active controller.
+    status, image = http("GET", q.url(active) + "/v1/metadata")
+    assert status == 200, image
+    assert [t["name"] for t in image["topics"]] == [TOPIC]
+    assert {b["broker_id"] for b in image["brokers"]} == set(BROKERS)
+    status, body = http("GET", q.url(follower) + "/v1/metadata")
+    assert (status, body["error_code"], body["leader_id"]) == (503, "NOT_CONTROLLER", active)
+
+    # msgpack in, msgpack out.
+    import urllib.request
+
+    import msgpack
+
+    req = urllib.request.Request(
+        q.url(active) + "/v1/brokers/heartbeat",
+        data=msgpack.packb(brokers.heartbeat_body(11)),
+        method="POST",
+        headers={"Content-Type": "application/msgpack", "Accept": "application/msgpack"},
+    )
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert resp.headers["Content-Type"].startswith("application/msgpack")
+        reply = msgpack.unpackb(resp.read())
+    assert reply["is_fenced"] is False and reply["should_shut_down"] is False

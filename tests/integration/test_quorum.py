@@ -8,7 +8,8 @@ as the next expects:
    fetch timeout + 2 s;
 3. the old leader, restarted, rejoins as a follower and its committed log equals
    the others';
-4. SIGTERM on the leader hands over through EndQuorumEpoch, faster than the kill
+4. `kraft quorum describe --status|--replication` prints the leader's view;
+5. SIGTERM on the leader hands over through EndQuorumEpoch, faster than the kill
    did, and the process exits 0.
 
 Default Raft timeouts (election 1000 ms, fetch 2000 ms). Every process is started
@@ -17,6 +18,8 @@ here and killed by pid.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.integration.controller_procs import ControllerQuorum
-from tests.integration.procs import ProcGroup, wait_until
+from tests.integration.procs import REPO, ProcGroup, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -128,6 +131,59 @@ def test_restarted_leader_rejoins_with_equal_log(quorum: ControllerQuorum) -> No
     assert logs[killed][-1][0] + len(logs[killed][-1][3]) == hw
     for i in quorum.ids:
         assert logs[i] == logs[killed], f"node {i}'s committed log differs from node {killed}'s"
+
+
+def _cli(*args: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "kraft.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    return out.stdout
+
+
+def test_quorum_describe_cli(quorum: ControllerQuorum) -> None:
+    """`kraft quorum describe --status|--replication`, asked of a follower, prints
+    the leader's view as kafka-metadata-quorum does."""
+    ld = quorum.leader()
+    assert ld is not None
+    follower = next(i for i in quorum.ids if i != ld["node_id"])
+    url = quorum.url(follower)
+    status = dict(
+        (k.strip(), v.strip())
+        for k, v in (
+            line.split(":", 1)
+            for line in _cli("quorum", "describe", "--bootstrap", url, "--status").splitlines()
+        )
+    )
+    assert status["ClusterId"] == ld["cluster_id"]
+    assert int(status["LeaderId"]) == ld["node_id"]
+    assert int(status["LeaderEpoch"]) == ld["leader_epoch"]
+    assert int(status["HighWatermark"]) >= ld["high_watermark"]
+    assert int(status["MaxFollowerLag"]) >= 0
+    assert status["CurrentVoters"] == "[1,2,3]"
+    assert status["CurrentObservers"] == "[]"
+
+    lines = _cli("quorum", "describe", "--bootstrap", url, "--replication").splitlines()
+    assert lines[0].split() == [
+        "NodeId",
+        "LogEndOffset",
+        "Lag",
+        "LastFetchTimestamp",
+        "LastCaughtUpTimestamp",
+        "Status",
+    ]
+    rows = {int(line.split()[0]): line.split() for line in lines[1:]}
+    assert sorted(rows) == [1, 2, 3]
+    assert int(lines[1].split()[0]) == ld["node_id"]  # the leader first
+    for i, row in rows.items():
+        assert row[-1] == ("Leader" if i == ld["node_id"] else "Follower"), row
+        assert int(row[1]) >= 0 and int(row[2]) >= 0  # log end offset, lag
+        assert "ms ago" in " ".join(row)  # every voter has fetched
 
 
 def test_sigterm_hands_over_faster_than_kill(quorum: ControllerQuorum) -> None:

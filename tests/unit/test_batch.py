@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgpack
 import pytest
 
 from metadata_log.batch import (
@@ -10,17 +11,19 @@ from metadata_log.batch import (
     decode_batches,
     decode_records,
     encode_batch,
+    encode_payload,
     iter_headers,
     parse_header,
     with_base_offset,
 )
-from metadata_log.errors import CorruptBatchError, IncompleteBatchError
+from metadata_log.errors import CorruptBatchError, IncompleteBatchError, RecordDecodeError
 from metadata_log.records import (
     Endpoint,
     FenceBrokerRecord,
     LeaderChangeMessage,
     PartitionChangeRecord,
     RegisterBrokerRecord,
+    encode_record,
 )
 
 RECORDS = (
@@ -106,3 +109,40 @@ def test_offsets_must_be_contiguous() -> None:
     data = encode_batch(0, 1, 0, RECORDS) + encode_batch(4, 1, 0, RECORDS)
     with pytest.raises(CorruptBatchError, match="expected 3"):
         decode_batches(data, "seg.log", 0)
+
+
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        ([FenceBrokerRecord.TYPE, 0, "one", 2], "field id has a bad value"),
+        ([FenceBrokerRecord.TYPE, 0, 1], "has 2 fields, record carries 1"),
+        ([FenceBrokerRecord.TYPE, 1, 1, 2], "version 1 is newer than supported"),
+        ([99, 0, 1], "unknown record type 99"),
+        ([True, 0, 1, 2], "unknown record type True"),
+        ({"type": 7}, "not an array"),
+    ],
+)
+def test_bad_record_in_a_batch_names_its_offset_and_file(bad: object, reason: str) -> None:
+    """A batch whose CRCs are right but whose third record cannot be decoded."""
+    good = [encode_record(r) for r in RECORDS[:2]]
+    payload = b"".join([*good, msgpack.packb(bad), encode_record(RECORDS[2])])
+    batch = encode_payload(50, 1, 0, payload, 4)
+    ((pos, header),) = list(iter_headers(batch, "seg.log"))
+    with pytest.raises(RecordDecodeError, match=rf"seg.log at offset 52: .*{reason}"):
+        decode_records(batch, pos, header, "seg.log")
+
+
+def test_garbage_inside_a_batch_names_the_offset_of_the_bad_record() -> None:
+    payload = b"".join([encode_record(r) for r in RECORDS[:2]]) + b"\xc1"
+    batch = encode_payload(50, 1, 0, payload, 3)
+    ((pos, header),) = list(iter_headers(batch, "seg.log"))
+    with pytest.raises(RecordDecodeError, match=r"seg.log at offset 52: not valid msgpack"):
+        decode_records(batch, pos, header, "seg.log")
+
+
+def test_record_count_must_match() -> None:
+    payload = b"".join([encode_record(r) for r in RECORDS])
+    batch = encode_payload(50, 1, 0, payload, 4)
+    ((pos, header),) = list(iter_headers(batch, "seg.log"))
+    with pytest.raises(RecordDecodeError, match="declares 4 records, holds 3"):
+        decode_records(batch, pos, header, "seg.log")

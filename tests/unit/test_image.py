@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from kraft.story import cluster_story, story_image
-from metadata_log.image import MetadataImage, MetadataReplayError, PartitionRegistration
+from metadata_log.image import (
+    BrokerRegistration,
+    MetadataImage,
+    MetadataReplayError,
+    PartitionRegistration,
+)
 from metadata_log.records import (
     TOPIC_RESOURCE,
     AbortTransactionRecord,
     BeginTransactionRecord,
+    BrokerFeature,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
+    Endpoint,
     EndTransactionRecord,
     FenceBrokerRecord,
     PartitionChangeRecord,
@@ -22,6 +31,8 @@ from metadata_log.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+from metadata_log.replay import read_snapshot_image
+from metadata_log.snapshot import SnapshotId, read_snapshot, write_snapshot
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +43,49 @@ def story_batches():
 def test_story_replays_to_expected_image(story_batches) -> None:
     image = story_image(story_batches)
     assert image.offset == 26
-    assert sorted(image.brokers) == [1, 2, 3]
-    b1, b2, b3 = (image.brokers[i] for i in (1, 2, 3))
-    # epochs are the offsets of the registrations
-    assert (b1.broker_epoch, b2.broker_epoch, b3.broker_epoch) == (2, 3, 4)
-    assert (b1.fenced, b1.in_controlled_shutdown) == (False, False)
-    assert (b2.fenced, b2.in_controlled_shutdown) == (True, True)
-    assert (b3.fenced, b3.in_controlled_shutdown) == (False, False)
-    assert [b.rack for b in (b1, b2, b3)] == ["rack-a", "rack-b", "rack-c"]
-    assert b1.endpoints[0].port == 9092 and b1.endpoints[0].security_protocol == "PLAINTEXT"
+    assert image.last_append_time_ms == 1_700_000_021_250  # the story's clock at its end
+    assert image.features == {"metadata.version": 1}
+    assert image.configs == {}
 
+    regs = {
+        r.broker_id: r
+        for b in story_batches
+        for r in b.records
+        if isinstance(r, RegisterBrokerRecord)
+    }
+    assert sorted(image.brokers) == sorted(regs) == [1, 2, 3]
+    expected_state = {  # (epoch = offset of the registration, fenced, in controlled shutdown)
+        1: (2, False, False),  # fenced, then unfenced
+        2: (3, True, True),  # controlled shutdown, then fenced
+        3: (4, False, False),
+    }
+    for bid, (epoch, fenced, shutdown) in expected_state.items():
+        assert image.brokers[bid] == BrokerRegistration(
+            broker_id=bid,
+            broker_epoch=epoch,
+            incarnation_id=regs[bid].incarnation_id,
+            endpoints=(Endpoint("PLAINTEXT", "127.0.0.1", 9091 + bid, "PLAINTEXT"),),
+            features=(BrokerFeature("metadata.version", 1, 1),),
+            rack="rack-" + "abc"[bid - 1],
+            fenced=fenced,
+            in_controlled_shutdown=shutdown,
+        ), bid
+    # three distinct incarnations, UUID-shaped
+    assert len({str(uuid.UUID(r.incarnation_id)) for r in regs.values()}) == 3
+
+    (topic_rec,) = [r for b in story_batches for r in b.records if isinstance(r, TopicRecord)]
+    assert image.topic_ids_by_name == {"orders": topic_rec.topic_id}
     topic = image.topic_by_name("orders")
-    assert topic is not None and image.features == {"metadata.version": 1}
+    assert topic is not None
+    assert (topic.name, topic.topic_id, sorted(topic.partitions)) == (
+        "orders",
+        topic_rec.topic_id,
+        [0, 1, 2],
+    )
+    assert image.topic_configs("orders") == {}
     p0, p1, p2 = (topic.partitions[i] for i in range(3))
+    # PartitionRegistration(replicas, isr, removing, adding, leader, leader_recovery_state,
+    #                       leader_epoch, partition_epoch)
     # p0: leader 1 -> fence(1) -> 2 (epoch 1) -> shutdown(2) -> 1 (epoch 2)
     assert p0 == PartitionRegistration((1, 2, 3), (1, 3), (), (), 1, 0, 2, 3)
     # p1: leader 2 kept through fence(1); shutdown(2) -> 3 (epoch 1)
@@ -55,6 +96,31 @@ def test_story_replays_to_expected_image(story_batches) -> None:
     for p in topic.partitions.values():
         assert not image.brokers[p.leader].fenced
         assert p.leader in p.isr
+    assert image.offline_partition_count() == 0 and not image.in_transaction
+
+
+def test_image_snapshot_file_image_round_trip(story_batches, tmp_path) -> None:
+    """image -> snapshot file (write_snapshot) -> read back -> image: equal, field by field."""
+    image = story_image(story_batches)
+    image.replay(ConfigRecord(TOPIC_RESOURCE, "orders", "retention.ms", "1000"), image.offset + 1)
+    sid = SnapshotId(image.offset + 1, story_batches[-1].leader_epoch)
+    path = write_snapshot(
+        tmp_path,
+        sid,
+        image.to_records(),
+        last_contained_log_time=image.last_append_time_ms,
+        append_time_ms=image.last_append_time_ms,
+        records_per_batch=4,  # several batches
+    )
+    snap = read_snapshot(path)
+    copy = MetadataImage.from_records(
+        snap.records(), snap.snapshot_id.end_offset, snap.header.last_contained_log_time
+    )
+    assert copy == image
+    assert copy.to_dict() == image.to_dict()
+    assert copy.last_append_time_ms == image.last_append_time_ms
+    # and the log-directory reader that the broker agent and Spark cross-check use
+    assert read_snapshot_image(path, sid.end_offset) == image
 
 
 def test_fence_step_moves_leadership(story_batches) -> None:

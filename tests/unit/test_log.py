@@ -434,3 +434,86 @@ def test_epoch_cache_unit() -> None:
     assert c2.truncate_from_end(20) and c2.entries() == [(3, 10)]
     assert not c2.truncate_from_end(11)
     assert LeaderEpochCache.parse("x", c2.serialize().decode()) == c2
+
+
+def rp_on_disk(directory: Path) -> int:
+    return int((directory / RECOVERY_POINT_CHECKPOINT).read_text().split()[-1])
+
+
+def test_a_durable_append_costs_one_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """flush fsyncs the segment only; the recovery point follows every interval bytes."""
+    log = FileLog.open(tmp_path, recovery_point_interval_bytes=1000)
+    fill(log, 1)
+    log.flush()  # the first flush: the epoch cache changed, so its checkpoint too
+    calls: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        calls.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    size = len(batch(0, 1, 2, 40))
+    written = 0
+    while written + size < 1000:
+        fill(log, 1, width=40)
+        written += size
+        calls.clear()
+        log.flush()
+        assert len(calls) == 1  # the segment, nothing else
+        assert log.flushed_offset == log.end_offset
+    assert rp_on_disk(tmp_path) == 0  # behind the flushed offset: a lower bound
+    fill(log, 1, width=40)
+    calls.clear()
+    log.flush()  # the interval is reached: tmp file + directory fsyncs as well
+    assert len(calls) == 3
+    assert rp_on_disk(tmp_path) == log.end_offset
+    log.close()
+
+
+def test_interval_zero_checkpoints_every_flush(tmp_path: Path) -> None:
+    with FileLog.open(tmp_path, recovery_point_interval_bytes=0) as log:
+        for _ in range(3):
+            fill(log, 1)
+            log.flush()
+            assert rp_on_disk(tmp_path) == log.end_offset
+    with pytest.raises(ValueError, match="recovery_point_interval_bytes"):
+        FileLog.open(tmp_path, recovery_point_interval_bytes=-1)
+
+
+def test_checkpoint_and_close_write_the_recovery_point(tmp_path: Path) -> None:
+    log = FileLog.open(tmp_path)
+    fill(log, 3)
+    log.flush()
+    assert rp_on_disk(tmp_path) == 0
+    log.checkpoint()
+    assert rp_on_disk(tmp_path) == 6
+    fill(log, 1)
+    log.close()
+    assert rp_on_disk(tmp_path) == 8
+
+
+def test_damage_above_a_lagging_recovery_point_is_a_torn_tail(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Flushed but not yet covered by the checkpoint: recovery truncates, it does not refuse."""
+    log = FileLog.open(tmp_path)
+    written = fill(log, 2)
+    log.checkpoint()
+    fill(log, 2)
+    log.flush()
+    log.close(flush=False)
+    assert rp_on_disk(tmp_path) == 4
+    seg = tmp_path / segment_file_name(0)
+    data = bytearray(seg.read_bytes())
+    data[len(written[0]) + len(written[1]) + 3] ^= 0x01  # inside the batch at offset 4
+    seg.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING), FileLog.open(tmp_path) as log:
+        assert log.end_offset == 4
+    assert any("torn tail at offset 4" in r.getMessage() for r in caplog.records)
+    # Below the recovery point the same damage refuses to open.
+    data = bytearray(seg.read_bytes())
+    data[len(written[0]) + 3] ^= 0x01  # inside the batch at offset 2
+    seg.write_bytes(bytes(data))
+    with pytest.raises(CorruptBatchError, match=r"00000000000000000000\.log at offset 2"):
+        FileLog.open(tmp_path)

@@ -52,15 +52,20 @@ def build(directory: Path) -> tuple[list[bytes], list[bytes], int]:
             )
             log.append(b)
             batches.append(b)
-        log.flush()
+        log.checkpoint()  # flush, and the recovery-point checkpoint says so
         flushed = list(batches)
         rp = log.end_offset
+        assert recovery_point_on_disk(directory) == rp
         last = encode_batch(log.end_offset, 3, 2_000, records(log.end_offset, 3))
         log.append(last)
         batches.append(last)
         assert len(log.segment_base_offsets()) >= 3
         log.close(flush=False)  # a crash: the last batch was never fsynced
     return flushed, batches, rp
+
+
+def recovery_point_on_disk(directory: Path) -> int:
+    return int((directory / "recovery-point-checkpoint").read_text().split()[-1])
 
 
 def segments(directory: Path) -> list[Path]:
@@ -167,3 +172,39 @@ def test_cut_below_the_recovery_point_refuses_to_open(tmp_path: Path) -> None:
         FileLog.open(tmp_path, segment_bytes=SEGMENT_BYTES)
     assert info.value.path == str(first)
     assert info.value.offset == decode_batches(batches[0])[0].next_offset
+
+
+def test_every_cut_of_an_unflushed_batch_that_rolled_a_new_segment(tmp_path: Path) -> None:
+    """The unflushed last batch opened a new segment: any prefix of it, or no file at all."""
+    original = tmp_path / "original"
+    with FileLog.open(original, segment_bytes=SEGMENT_BYTES) as log:
+        for i in range(4):
+            log.append(encode_batch(log.end_offset, 1, i, records(log.end_offset, 2)))
+        log.checkpoint()
+        rp, segs_before = log.end_offset, log.segment_base_offsets()
+        assert len(encode_batch(rp, 2, 9, records(rp, 8))) < SEGMENT_BYTES
+        flushed_epoch = 1
+        while log.segment_base_offsets() == segs_before:  # fill until a batch rolls
+            rp = log.end_offset
+            big = encode_batch(rp, 2, 9, records(rp, 8))
+            log.append(big)
+            if log.segment_base_offsets() == segs_before:
+                log.checkpoint()
+                flushed_epoch = 2
+        assert log.segment_base_offsets()[-1] == rp
+        log.close(flush=False)
+    new_seg = original / segment_file_name(rp)
+    assert new_seg.read_bytes() == big
+    for cut in [None, *range(len(big))]:
+        work = tmp_path / f"cut-{cut}"
+        shutil.copytree(original, work)
+        if cut is None:
+            (work / new_seg.name).unlink()  # its directory entry never made it to disk
+        else:
+            (work / new_seg.name).write_bytes(big[:cut])
+        with FileLog.open(work, segment_bytes=SEGMENT_BYTES) as log:
+            assert log.end_offset == rp, cut
+            # The lost batch is gone from the epoch cache too.
+            assert log.latest_epoch == flushed_epoch
+            assert log.end_offset_for_epoch(3) == (flushed_epoch, rp)
+        shutil.rmtree(work)

@@ -32,6 +32,8 @@ from metadata_log.records import NoOpRecord, PartitionChangeRecord
 
 SEGMENT_BYTES = 300
 INDEX_INTERVAL = 64
+# Small, so that some flushes rewrite the recovery-point checkpoint and some do not.
+RECOVERY_POINT_INTERVAL = 200
 
 
 @dataclass
@@ -187,7 +189,10 @@ class LogMachine(RuleBasedStateMachine):
 
     def open(self) -> FileLog:
         return FileLog.open(
-            self.dir, segment_bytes=SEGMENT_BYTES, index_interval_bytes=INDEX_INTERVAL
+            self.dir,
+            segment_bytes=SEGMENT_BYTES,
+            index_interval_bytes=INDEX_INTERVAL,
+            recovery_point_interval_bytes=RECOVERY_POINT_INTERVAL,
         )
 
     def teardown(self) -> None:
@@ -281,6 +286,20 @@ class LogMachine(RuleBasedStateMachine):
         self.log = self.open()
 
     # -------------------------------------------------------------- invariants
+
+    @invariant()
+    def recovery_point_is_a_lower_bound_of_the_durable_log(self) -> None:
+        text = (self.dir / "recovery-point-checkpoint").read_text()
+        rp = int(text.split()[-1])
+        # Every offset below it is in a batch the model says is durable.
+        durable_end = self.model.start
+        for s in self.model.segments:
+            pos = 0
+            for b in s.batches:
+                pos += len(b.data)
+                if pos <= self.model.durable.get(s.base, -1):
+                    durable_end = b.end
+        assert rp <= max(durable_end, self.model.start), (rp, durable_end)
 
     @invariant()
     def agrees_with_the_model(self) -> None:

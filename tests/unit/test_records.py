@@ -155,8 +155,15 @@ def test_newer_version_is_an_error_not_a_skip() -> None:
         ([FenceBrokerRecord.TYPE, 0, "one", 2], "field id has a bad value"),
         ([FenceBrokerRecord.TYPE, 0, 1], "has 2 fields, record carries 1"),
         ([FenceBrokerRecord.TYPE, 0, 1, 2, 3], "has 2 fields, record carries 3"),
-        ([PartitionRecord.TYPE, 0, "t", 0, [1, "x"], [1]], "field replicas has a bad value"),
-        ([RegisterBrokerRecord.TYPE, 0, 1, "u", 5, [["n", "h"]]], "malformed RegisterBrokerRecord"),
+        (
+            [PartitionRecord.TYPE, 0, "t", 0, [1, "x"], [1], [], [], 1, 0, 0, 0],
+            "field replicas has a bad value",
+        ),
+        ([PartitionRecord.TYPE, 0, "t", 0, [1], [1]], "version 0 has 10 fields, record carries 4"),
+        (
+            [RegisterBrokerRecord.TYPE, 0, 1, "u", 5, [["n", "h"]], [], None, True, False],
+            "malformed RegisterBrokerRecord",
+        ),
         ({"type": 0}, "not an array"),
     ],
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections import deque
 
 import pytest
 
@@ -97,6 +98,27 @@ def test_percentile() -> None:
     for v in values:
         stats.record(v)
     assert len(stats.take_window()) == 100 and not stats.window
+
+
+def test_heartbeat_latencies_since_a_count() -> None:
+    stats = AgentStats()
+    for v in range(1, 11):
+        stats.record(float(v))
+    mark = stats.heartbeats
+    for v in range(101, 201):
+        stats.record(float(v))
+    after = stats.since(mark)
+    assert after["count"] == 100 and after["complete"] and after["heartbeats"] == 110
+    assert after["p50_ms"] == 151.0 and after["p99_ms"] == 200.0 and after["max_ms"] == 200.0
+    assert stats.since(0)["count"] == 110
+    empty = stats.since(110)
+    assert empty["count"] == 0 and empty["complete"] and empty["p99_ms"] is None
+    # heartbeats that already left the bounded history: figures of what is kept
+    small = AgentStats(history=deque(maxlen=5))
+    for v in range(20):
+        small.record(float(v))
+    partial = small.since(0)
+    assert partial["count"] == 5 and not partial["complete"] and partial["max_ms"] == 19.0
 
 
 async def test_every_agent_start_has_a_fresh_incarnation() -> None:

@@ -172,6 +172,17 @@ def test_shutdown_before_registration_is_immediate() -> None:
     assert lc.state is S.SHUTTING_DOWN and out.exit_code == 0
 
 
+def test_shutdown_while_fenced_in_recovery_is_immediate() -> None:
+    # a fenced broker leads nothing: RECOVERY -> SHUTTING_DOWN without asking
+    lc = running()
+    s = send_one(lc, lc.next_wake_ms())
+    lc.on_response(s.request_id, heartbeat_reply(fenced=True), 10_000)
+    assert lc.state is S.RECOVERY
+    out = lc.begin_shutdown(10_001)
+    assert lc.state is S.SHUTTING_DOWN and out.exit_code == 0 and out.sends == []
+    assert [(c.old, c.new) for c in out.changes] == [(S.RECOVERY, S.SHUTTING_DOWN)]
+
+
 def test_late_response_is_ignored() -> None:
     lc = make()
     s = send_one(lc, 0)

@@ -469,3 +469,34 @@ def test_deactivate_reverts_uncommitted_records() -> None:
     assert h.c.image.to_dict() == reference
     # the ISR index followed the revert
     assert h.c.index.led_by[1] and not h.c.index.leaderless
+
+
+def test_reregistration_of_an_unfenced_broker_moves_its_leaderships_first() -> None:
+    """A new incarnation whose predecessor's session expired before the fence ran
+    (or the same incarnation retrying): the new registration is fenced, so the
+    broker must not stay leader or in an ISR it shares (a fenced broker leads nothing)."""
+    h = Harness(session_timeout_ms=1000)
+    for b in (1, 2):
+        h.unfenced_broker(b)
+    tid = h.create_topic("t", [[1, 2]])
+    uid = h.create_topic("u", [[1]])
+    h.heartbeat(2, 1500)
+    start = h.next_offset
+    epoch = h.register(1, now=1500, incarnation="second")  # session of 1 expired at 1000
+    recs = h.records_since(start)
+    assert isinstance(recs[0], RegisterBrokerRecord) and recs[0].broker_epoch == start == epoch
+    assert recs[1:] == [
+        *sorted(
+            [
+                PartitionChangeRecord(tid, 0, isr=(2,), leader=2),
+                PartitionChangeRecord(uid, 0, leader=-1),
+            ],
+            key=lambda r: r.topic_id,
+        )
+    ]
+    assert h.c.image.brokers[1].fenced
+    assert h.partition("t", 0).leader == 2 and h.partition("u", 0).leader == -1
+    assert not h.c.index.leads_any(1)
+    # and it comes back like any fenced broker: unfenced once caught up, leads again
+    h.heartbeat(1, 1600)
+    assert h.partition("u", 0).leader == 1

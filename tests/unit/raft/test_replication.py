@@ -480,3 +480,55 @@ def test_a_trimmed_and_emptied_follower_log_can_take_batches_of_the_snapshot_epo
     assert (req.fetch_offset, req.last_fetched_epoch) == (6, 3)
     core.handle_response(corr, FetchResponse(NONE, 1, 5, 6, 6, batch(6, 3)), 2)
     assert log.end_offset == 7
+
+
+# ------------------------------------------------------------- describe
+
+
+def test_describe_on_the_leader_shows_every_replica_like_kafka_metadata_quorum():
+    core = leader_with([(1, 0, 3)], extra=3)
+    epoch, end = core.epoch, core.log.end_offset
+    t = core._now + 10
+    core.handle_request(fetch(2, epoch, end, epoch, max_wait_ms=0), t, 1)
+    core.handle_request(fetch(3, epoch, end - 2, epoch, max_wait_ms=0), t + 5, 2)
+    core.handle_request(fetch(100, epoch, 1, 1, voter=False, max_wait_ms=0), t + 7, 3)
+    core.ready()
+    d = core.describe(t + 20)
+    assert {k: d[k] for k in ("node_id", "state", "leader_id", "leader_epoch")} == {
+        "node_id": 1,
+        "state": "leader",
+        "leader_id": 1,
+        "leader_epoch": epoch,
+    }
+    assert d["log_end_offset"] == end and d["high_watermark"] == core.high_watermark
+    rows = {r["node_id"]: r for r in d["voters"]}
+    assert rows[1] == {
+        "node_id": 1,
+        "log_end_offset": end,
+        "lag": 0,
+        "last_fetch_timestamp": t + 20,
+        "last_caught_up_timestamp": t + 20,
+    }
+    assert rows[2] == {
+        "node_id": 2,
+        "log_end_offset": end,
+        "lag": 0,
+        "last_fetch_timestamp": t,
+        "last_caught_up_timestamp": t,
+    }
+    assert rows[3]["log_end_offset"] == end - 2 and rows[3]["lag"] == 2
+    assert rows[3]["last_fetch_timestamp"] == t + 5 and rows[3]["last_caught_up_timestamp"] == -1
+    # An observer is listed apart and does not count as a voter.
+    assert [r["node_id"] for r in d["observers"]] == [100]
+    assert d["observers"][0]["lag"] == end - 1
+    assert sorted(rows) == [1, 2, 3]
+
+
+def test_describe_off_the_leader_names_the_state_and_the_voters():
+    f = follower(epoch=5, leader=1)
+    d = f.describe(0)
+    assert d["state"] == "follower" and d["leader_id"] == 1 and d["leader_epoch"] == 5
+    assert d["voters"] == [{"node_id": 1}, {"node_id": 2}, {"node_id": 3}]
+    assert d["observers"] == []
+    obs = make_core(node_id=100)
+    assert obs.describe(0)["state"] == "observer" and obs.describe(0)["leader_id"] is None

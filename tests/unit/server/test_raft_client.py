@@ -7,9 +7,19 @@ import time
 
 import pytest
 
-from kraft.raft.client import NotLeaderError
+from kraft.raft.client import NotLeaderError, RaftClient
+from kraft.raft.file_log_adapter import FileReplicatedLog
+from kraft.raft.messages import (
+    NONE,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from kraft.raft.state import ElectionState
+from kraft.raft.transport import TransportError
 from metadata_log.records import NoOpRecord
-from tests.unit.server.raft_harness import Quorum
+from tests.unit.server.raft_harness import FAST, Quorum
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -107,3 +117,87 @@ async def test_graceful_resign_hands_over_fast(tmp_path):
         assert took < 0.6, took
     finally:
         await q.stop()
+
+
+class _OrderedStore:
+    """A quorum-state store that logs each write (slowly: a real fsync takes time)."""
+
+    def __init__(self, events: list[tuple]) -> None:
+        self.events = events
+        self.state = ElectionState()
+
+    def read(self) -> ElectionState:
+        return self.state
+
+    def write(self, state: ElectionState) -> None:
+        time.sleep(0.02)  # in the worker thread: nothing may leave meanwhile
+        self.events.append(("persist", state))
+        self.state = state
+
+
+class _GrantingPeers:
+    """Peers that grant every (pre-)vote and acknowledge everything else; logs each send."""
+
+    def __init__(self, events: list[tuple]) -> None:
+        self.events = events
+
+    async def send(self, destination, request, timeout_s):
+        if isinstance(request, VoteRequest):
+            self.events.append(("send", "pre-vote" if request.pre_vote else "vote"))
+            return VoteResponse(
+                NONE, True, -1, request.candidate_epoch - request.pre_vote, request.pre_vote
+            )
+        if isinstance(request, BeginQuorumEpochRequest):
+            self.events.append(("send", "begin-quorum-epoch"))
+            return BeginQuorumEpochResponse(NONE, request.leader_id, request.leader_epoch)
+        await asyncio.sleep(timeout_s)  # fetches etc.: no answer
+        raise TransportError("timed out")
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_shell_persists_the_quorum_state_before_sending_what_depends_on_it(tmp_path):
+    # A vote grant: the answer leaves only after the quorum-state file holds the vote.
+    events: list[tuple] = []
+    urls = {1: "http://127.0.0.1:9", 2: "http://127.0.0.1:9", 3: "http://127.0.0.1:9"}
+    log = FileReplicatedLog.open(tmp_path / "voter" / "__cluster_metadata-0")
+    client = RaftClient(
+        2, urls, "c", log, _OrderedStore(events), FAST, transport=_GrantingPeers(events)
+    )
+    await client.start()
+    try:
+        resp = await client.handle_inbound(VoteRequest("c", 1, 7, 0, 0))
+        events.append(("answered", resp.vote_granted))
+        assert events[:2] == [("persist", ElectionState(7, None, 1)), ("answered", True)]
+        # A pre-vote grant persists nothing.
+        resp = await client.handle_inbound(VoteRequest("c", 3, 9, 0, 0, pre_vote=True))
+        assert resp.vote_granted and len([e for e in events if e[0] == "persist"]) == 1
+    finally:
+        await client.shutdown(0.5)
+        log.close()
+
+    # An election: the candidate's own vote is durable before it asks for votes,
+    # and its leadership before BeginQuorumEpoch leaves.
+    events = []
+    log = FileReplicatedLog.open(tmp_path / "candidate" / "__cluster_metadata-0")
+    client = RaftClient(
+        1, urls, "c", log, _OrderedStore(events), FAST, transport=_GrantingPeers(events)
+    )
+    await client.start()
+    try:
+        deadline = time.monotonic() + 5
+        while ("send", "begin-quorum-epoch") not in events:
+            assert time.monotonic() < deadline, events
+            await asyncio.sleep(0.01)
+        first_vote = events.index(("send", "vote"))
+        first_begin = events.index(("send", "begin-quorum-epoch"))
+        assert ("persist", ElectionState(1, None, 1)) in events[:first_vote]
+        assert ("persist", ElectionState(1, 1, 1)) in events[first_vote:first_begin]
+        # Pre-votes were asked before anything was persisted.
+        assert events.index(("send", "pre-vote")) < events.index(
+            ("persist", ElectionState(1, None, 1))
+        )
+    finally:
+        await client.shutdown(0.5)
+        log.close()

@@ -1,0 +1,267 @@
+"""`kraft cluster up` as a user runs it: a live cluster, its /metrics and JSON logs,
+and a clean stop on SIGTERM that leaves no process behind.
+
+One run (module fixture) of `kraft cluster up --controllers 3 --brokers 2`: wait for
+a leader and two unfenced brokers over HTTP, create a topic, kill -9 one broker (a
+child of cluster up, by the pid it printed) and wait for its fence, scrape every
+controller's /metrics, then SIGTERM cluster up: exit 0, every child pid gone, and
+each node's log is JSON lines with the state changes that happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kraft.cluster import http_json, wait_for
+
+pytestmark = pytest.mark.integration
+
+SESSION_MS = 4000
+
+
+@dataclass
+class Run:
+    urls: dict[int, str]
+    pids: dict[str, int]
+    logs: dict[str, Path]
+    leader: int
+    killed_broker: int
+    metrics: dict[int, dict[str, list[tuple[dict[str, str], float]]]]
+    exit_code: int
+    output: str
+    gone: dict[str, bool]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0): it has exited but not been reaped
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, []).append((dict(s.labels), s.value))
+    return out
+
+
+def _read_header(proc: subprocess.Popen[str], lines: list[str]) -> None:
+    """Read cluster up's banner up to 'Ctrl-C stops the cluster.' (bounded)."""
+    deadline = time.monotonic() + 30
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError("cluster up exited early:\n" + "".join(lines))
+        lines.append(line)
+        if line.startswith("Ctrl-C stops"):
+            return
+    raise AssertionError("no banner from cluster up:\n" + "".join(lines))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    data = tmp_path_factory.mktemp("cluster-up")
+    cmd = [
+        sys.executable, "-m", "kraft.cli", "cluster", "up",
+        "--controllers", "3", "--brokers", "2",
+        "--data-dir", str(data),
+        "--status-interval", "1",
+        "--override", f"broker.session.timeout.ms={SESSION_MS}",
+        "--override", "broker.heartbeat.interval.ms=1000",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    lines: list[str] = []
+    pids: dict[str, int] = {}
+    try:
+        _read_header(proc, lines)
+        urls: dict[int, str] = {}
+        logs: dict[str, Path] = {}
+        for line in lines:
+            m = re.match(r"\s+controller (\d+): (\S+)\s+pid (\d+)\s+\(log (\S+)\)", line)
+            if m:
+                urls[int(m[1])] = m[2]
+                pids[f"controller-{m[1]}"] = int(m[3])
+                logs[f"controller-{m[1]}"] = Path(m[4])
+            m = re.match(r"\s+broker (\d+): pid (\d+)\s+\(log (\S+)\)", line)
+            if m:
+                pids[f"broker-{m[1]}"] = int(m[2])
+                logs[f"broker-{m[1]}"] = Path(m[3])
+        assert len(urls) == 3 and len(pids) == 5, "".join(lines)
+
+        def leader() -> int | None:
+            for nid, url in urls.items():
+                try:
+                    status, q = http_json("GET", f"{url}/v1/quorum", timeout=1)
+                except OSError:
+                    continue
+                if status == 200 and q["state"] == "leader":
+                    return nid
+            return None
+
+        def brokers(lead: int) -> dict[int, dict[str, Any]]:
+            status, body = http_json("GET", f"{urls[lead]}/v1/brokers", timeout=2)
+            return {b["broker_id"]: b for b in body} if status == 200 else {}
+
+        lead = wait_for(leader, 30, "a controller leader")
+        wait_for(
+            lambda: (lambda v: len(v) == 2 and not any(b["fenced"] for b in v.values()))(
+                brokers(lead)
+            ),
+            30,
+            "two unfenced brokers",
+        )
+        status, body = http_json(
+            "POST",
+            f"{urls[lead]}/v1/topics",
+            {"name": "metrics-topic", "partitions": 4, "replication_factor": 2},
+            timeout=10,
+        )
+        assert status in (200, 201), body
+        victim = 4  # controllers are 1..3, brokers 4..5
+        os.kill(pids[f"broker-{victim}"], signal.SIGKILL)
+        wait_for(
+            lambda: brokers(lead).get(victim, {}).get("fenced"),
+            SESSION_MS / 1000 + 15,
+            f"broker {victim} fenced",
+        )
+        # every controller's image has caught up with the fence (NoOps move hw on)
+        wait_for(
+            lambda: all(
+                next(
+                    iter(
+                        v
+                        for _l, v in _scrape(u)[
+                            "kafka_controller_kafkacontroller_fencedbrokercount"
+                        ]
+                    )
+                )
+                == 1
+                for u in urls.values()
+            ),
+            15,
+            "every controller's image shows the fence",
+        )
+        metrics = {nid: _scrape(url) for nid, url in urls.items()}
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+        assert proc.stdout is not None
+        output = "".join(lines) + proc.stdout.read()
+        gone = {name: not _alive(pid) for name, pid in pids.items()}
+        yield Run(urls, pids, logs, lead, victim, metrics, code, output, gone)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for pid in pids.values():  # only the children cluster up started
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _value(m: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
+    for lab, v in m[name]:
+        if all(lab.get(k) == val for k, val in labels.items()):
+            return v
+    raise AssertionError(f"{name}{labels} not exposed")
+
+
+def test_sigterm_stops_everything_with_exit_0(run: Run) -> None:
+    assert run.exit_code == 0, run.output
+    assert all(run.gone.values()), f"children still running: {run.gone}"
+    assert "stopping: brokers first" in run.output
+    # status lines showed the quorum and the brokers
+    assert re.search(r"c\d:leader@\d+ hw=\d+", run.output), run.output
+
+
+def test_metrics_have_kafka_names_and_plausible_values(run: Run) -> None:
+    m = run.metrics
+    ctl = "kafka_controller_kafkacontroller_"
+    raft = "kafka_server_raft_metrics_"
+    assert sum(_value(m[n], ctl + "activecontrollercount") for n in m) == 1
+    assert _value(m[run.leader], ctl + "activecontrollercount") == 1
+    for nid, mm in m.items():
+        assert _value(mm, ctl + "fencedbrokercount") == 1, nid
+        assert _value(mm, ctl + "activebrokercount") == 1, nid
+        assert _value(mm, ctl + "globaltopiccount") == 1, nid
+        assert _value(mm, ctl + "globalpartitioncount") == 4, nid
+        # the killed broker's leaderships moved to the other (rf 2): nothing offline
+        assert _value(mm, ctl + "offlinepartitionscount") == 0, nid
+        hw = _value(mm, raft + "high_watermark")
+        committed = _value(mm, ctl + "lastcommittedrecordoffset")
+        assert 0 < committed < hw <= _value(mm, raft + "log_end_offset"), nid
+        assert _value(mm, raft + "current_leader") == run.leader, nid
+        assert _value(mm, raft + "current_epoch") >= 1, nid
+        assert _value(mm, raft + "leader_changes_total") >= 1, nid
+    epochs = {_value(mm, raft + "current_epoch") for mm in m.values()}
+    assert len(epochs) == 1, epochs
+    assert sum(_value(mm, raft + "elections_total") for mm in m.values()) >= 1
+    lead = m[run.leader]
+    assert _value(lead, raft + "commit_latency_ms_count") > 0
+    assert _value(lead, "kafka_controller_controllereventmanager_eventqueuetimems_count") > 0
+    assert _value(lead, "kafka_controller_controllerstats_brokerfences_total") == 1
+    assert (
+        _value(lead, "kafka_controller_controllerstats_leaderelections_total", unclean="false") >= 1
+    )
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            out.append(json.loads(line))  # every line is one JSON object
+    return out
+
+
+def test_logs_are_json_lines_with_every_state_change(run: Run) -> None:
+    events: list[dict[str, Any]] = []
+    for name, path in run.logs.items():
+        lines = _json_lines(path)
+        assert lines, name
+        events += lines
+    changes = [e for e in events if e.get("event") == "state_change"]
+    kinds = {e["change"] for e in changes}
+    assert {
+        "broker_registered",
+        "broker_unfenced",
+        "broker_fenced",
+        "topic_created",
+        "partition_created",
+        "partition_leader_elected",
+    } <= kinds, kinds
+    fenced = [e for e in changes if e["change"] == "broker_fenced"]
+    assert any(e["broker_id"] == run.killed_broker for e in fenced)
+    raft = [e for e in events if e.get("event") in ("raft_state", "leader_change")]
+    assert any(e.get("event") == "raft_state" for e in raft), "no Raft state change logged"
+    assert any(e.get("event") == "leader_change" for e in raft), "no Raft leader change logged"
+    assert any(e.get("event") == "broker_state" for e in events), "no broker lifecycle line"

@@ -1,0 +1,266 @@
+"""ControllerService (the event-queue shell) over a fake Raft writer and a fake clock.
+
+Replies wait for commit; the queue is bounded; a command that waited past its
+deadline is REQUEST_TIMED_OUT while its heartbeat contact still counts (Kafka bug
+15019); heartbeats jump the bulk work; a NoOp goes out every
+metadata.max.idle.interval.ms; a new leader aborts a transaction its predecessor
+left open; losing leadership reverts and fails what waits with NOT_CONTROLLER.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kraft.controller.batching import EncodedBatch
+from kraft.controller.errors import ApiError
+from kraft.controller.quorum_controller import ControllerResult, QuorumController
+from kraft.controller.requests import BrokerHeartbeatRequest
+from kraft.server.controller_service import ControllerService
+from metadata_log.records import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    NoOpRecord,
+    TopicRecord,
+)
+
+from .harness import Harness
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class FakeWriter:
+    """The Raft leader as the service sees it: offsets, appends, a settable commit."""
+
+    def __init__(self, next_offset: int) -> None:
+        self._next = next_offset
+        self.committed = next_offset - 1
+        self.appended: list[tuple[int, int]] = []  # (first, last)
+        self.leader = True
+
+    def next_offset(self) -> int:
+        return self._next
+
+    def append(self, batches: list[EncodedBatch], now_ms: int) -> int:
+        n = sum(b.record_count for b in batches)
+        first = self._next
+        self._next += n
+        self.appended.append((first, self._next - 1))
+        return self._next - 1
+
+    def committed_offset(self) -> int:
+        return self.committed
+
+    def leader_hint(self) -> tuple[int | None, str | None]:
+        return (None, None) if self.leader else (2, "http://127.0.0.1:9002")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def replayed(c: QuorumController) -> list[Any]:
+    """Record every record the controller replays."""
+    seen: list[Any] = []
+    orig = c.replay
+
+    def spy(record: Any, offset: int) -> None:
+        seen.append(record)
+        orig(record, offset)
+
+    c.replay = spy  # type: ignore[method-assign]
+    return seen
+
+
+def make(h: Harness, **kw: Any) -> tuple[ControllerService, FakeWriter, Clock]:
+    """A service over the harness's controller, active, its log committed."""
+    writer = FakeWriter(h.next_offset)
+    clock = Clock()
+    h.c.deactivate(h.next_offset - 1)  # the harness activated it; the service does now
+    svc = ControllerService(h.c, writer, clock=clock, **kw)
+    svc.on_became_leader()
+    return svc, writer, clock
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_reply_waits_for_commit() -> None:
+    h = Harness()
+    h.unfenced_broker(1)
+    svc, writer, clock = make(h, max_idle_interval_ms=0)
+    svc.start()
+    try:
+        hb = BrokerHeartbeatRequest(1, h.c.image.brokers[1].broker_epoch, 0, False, True)
+        task = asyncio.ensure_future(
+            svc.write("heartbeat", lambda c, now, off: c.heartbeat(hb, now), priority=True)
+        )
+        await settle()
+        assert writer.appended and not task.done()  # appended and replayed, not committed
+        assert h.c.image.brokers[1].fenced  # want_shutdown without leaderships: SHUTDOWN_NOW
+        svc.on_committed(writer.appended[-1][1] - 1)
+        await settle()
+        assert not task.done()
+        svc.on_committed(writer.appended[-1][1])
+        reply = await asyncio.wait_for(task, 1)
+        assert reply["should_shut_down"]
+    finally:
+        await svc.stop()
+
+
+async def test_bounded_queue_and_deadline() -> None:
+    h = Harness(session_timeout_ms=1000)
+    h.unfenced_broker(1)
+    svc, writer, clock = make(h, queue_size=2, request_timeout_ms=500, max_idle_interval_ms=0)
+    epoch = h.c.image.brokers[1].broker_epoch
+    hb = BrokerHeartbeatRequest(1, epoch, writer.next_offset(), False, False)
+    # Not started: commands pile up in the queue.
+    queued = [
+        asyncio.ensure_future(svc.write("noop", lambda c, now, off: c.noop())) for _ in range(2)
+    ]
+    await settle()
+    with pytest.raises(ApiError) as e:
+        await svc.write("noop", lambda c, now, off: c.noop())
+    assert e.value.code == "REQUEST_TIMED_OUT" and "full" in e.value.message
+    # A heartbeat arrives at t=1400 and waits in the queue past its deadline.
+    clock.ms = 1_400
+    svc.note_heartbeat_contact(1, epoch)
+    late = asyncio.ensure_future(
+        svc.write("heartbeat", lambda c, now, off: c.heartbeat(hb, now), priority=True)
+    )
+    await settle()
+    clock.ms = 2_100
+    svc.start()
+    try:
+        with pytest.raises(ApiError) as e:
+            await asyncio.wait_for(late, 1)
+        assert e.value.code == "REQUEST_TIMED_OUT" and e.value.status == 504
+        for q in queued:
+            with pytest.raises(ApiError):
+                await asyncio.wait_for(q, 1)
+        # ...but its contact counted: the session runs from 1400, not from 1000.
+        assert h.c.maybe_fence_stale_broker(2_300) is None
+        assert h.c.maybe_fence_stale_broker(2_400).reply["fenced_broker"] == 1
+    finally:
+        await svc.stop()
+
+
+async def test_heartbeats_jump_bulk_work() -> None:
+    h = Harness()
+    h.unfenced_broker(1)
+    svc, writer, clock = make(h, max_idle_interval_ms=0)
+    order: list[str] = []
+    epoch = h.c.image.brokers[1].broker_epoch
+    hb = BrokerHeartbeatRequest(1, epoch, writer.next_offset(), False, False)
+
+    def bulk(c: QuorumController, now: int, off: int) -> ControllerResult:
+        order.append("bulk")
+        return c.noop()
+
+    def beat(c: QuorumController, now: int, off: int) -> ControllerResult:
+        order.append("heartbeat")
+        return c.heartbeat(hb, now)
+
+    tasks = [asyncio.ensure_future(svc.write("bulk", bulk)) for _ in range(5)]
+    tasks.append(asyncio.ensure_future(svc.write("heartbeat", beat, priority=True)))
+    await settle()
+    svc.start()
+    try:
+        await settle()
+        svc.on_committed(writer.next_offset() - 1)
+        await asyncio.wait_for(asyncio.gather(*tasks), 1)
+        assert order[0] == "heartbeat" and order.count("bulk") == 5
+    finally:
+        await svc.stop()
+
+
+async def test_noop_every_idle_interval() -> None:
+    h = Harness()
+    svc, writer, clock = make(h, max_idle_interval_ms=500)
+    seen = replayed(h.c)
+    svc.start()
+    try:
+
+        def count() -> int:
+            return sum(isinstance(r, NoOpRecord) for r in seen)
+
+        async def until(n: int) -> None:
+            for _ in range(500):  # bounded: 5 s of real time
+                if count() >= n:
+                    return
+                await asyncio.sleep(0.01)
+
+        await asyncio.sleep(0.15)  # the timer task polls at least every 100 ms
+        noops = count()
+        for _ in range(3):
+            clock.ms += 499
+            await asyncio.sleep(0.15)
+            assert count() == noops  # the fake clock stands still: not due yet
+            clock.ms += 1
+            await until(noops + 1)
+            await asyncio.sleep(0.15)
+            assert count() == noops + 1  # exactly one per interval
+            noops += 1
+        # a write in between pushes the next NoOp back
+        clock.ms += 300
+        task = asyncio.ensure_future(svc.write("noop", lambda c, now, off: c.noop()))
+        await until(noops + 1)
+        clock.ms += 300  # 300 ms after that write: no idle NoOp yet
+        await asyncio.sleep(0.15)
+        assert count() == noops + 1
+        svc.on_committed(writer.next_offset() - 1)
+        await asyncio.wait_for(task, 1)
+    finally:
+        await svc.stop()
+
+
+async def test_new_leader_aborts_open_transaction() -> None:
+    h = Harness()
+    # The previous leader died mid-transaction: its begin and first records committed.
+    base = h.next_offset
+    h.c.deactivate(base - 1)
+    h.c.replay(BeginTransactionRecord("big"), base)
+    h.c.replay(TopicRecord("half", "AAAAAAAAAAAAAAAAAAAAAA"), base + 1)
+    assert h.c.image.in_transaction
+    writer = FakeWriter(base + 2)
+    seen = replayed(h.c)
+    svc = ControllerService(h.c, writer, clock=Clock(), max_idle_interval_ms=0)
+    svc.on_became_leader()
+    assert isinstance(seen[0], AbortTransactionRecord)
+    assert not h.c.image.in_transaction and h.c.image.topic_by_name("half") is None
+
+
+async def test_lost_leadership_reverts_and_fails_waiters() -> None:
+    h = Harness()
+    h.unfenced_broker(1)
+    svc, writer, clock = make(h, max_idle_interval_ms=0)
+    before = h.c.image.to_dict()
+    svc.start()
+    try:
+        hb = BrokerHeartbeatRequest(1, h.c.image.brokers[1].broker_epoch, 0, True, False)
+        task = asyncio.ensure_future(
+            svc.write("heartbeat", lambda c, now, off: c.heartbeat(hb, now), priority=True)
+        )
+        await settle()
+        assert h.c.image.brokers[1].fenced  # want_fence: fenced, not yet committed
+        writer.leader = False
+        svc.on_lost_leadership()
+        with pytest.raises(ApiError) as e:
+            await asyncio.wait_for(task, 1)
+        assert e.value.code == "NOT_CONTROLLER"
+        assert e.value.to_body()["leader_id"] == 2
+        assert e.value.to_body()["leader_url"] == "http://127.0.0.1:9002"
+        assert h.c.image.to_dict() == before and not h.c.active
+        with pytest.raises(ApiError) as e:
+            await svc.write("noop", lambda c, now, off: c.noop())
+        assert e.value.code == "NOT_CONTROLLER"
+    finally:
+        await svc.stop()
