@@ -232,7 +232,8 @@ class RaftClient:
         self.quorum_state = quorum_state
         self.config = config or RaftConfig()
         self.transport = transport or HttpTransport(self.voter_urls)
-        self.transport.peers.update(self.bootstrap_urls)
+        for bid, url in self.bootstrap_urls.items():
+            self._set_peer(bid, url)
         self.clock = clock
         self._rng = rng or random.Random()
         self.core: RaftCore | None = None
@@ -691,13 +692,18 @@ class RaftClient:
 
     # ----------------------------------------------------------------- sending
 
+    def _set_peer(self, node_id: int, url: str) -> None:
+        peers = getattr(self.transport, "peers", None)  # a test transport may have none
+        if peers is not None:
+            peers[node_id] = url.rstrip("/")
+
     def _spawn_send(self, out: Outbound) -> None:
         core = self.core
         if core is not None and out.destination >= 0:
             # The voter set (or a leader's answer) says where each node listens.
             url = core.endpoint(out.destination)
             if url:
-                self.transport.peers[out.destination] = url.rstrip("/")
+                self._set_peer(out.destination, url)
         task = asyncio.create_task(self._send(out))
         self._sends.add(task)
         task.add_done_callback(self._sends.discard)

@@ -502,8 +502,10 @@ def test_describe_on_the_leader_shows_every_replica_like_kafka_metadata_quorum()
     }
     assert d["log_end_offset"] == end and d["high_watermark"] == core.high_watermark
     rows = {r["node_id"]: r for r in d["voters"]}
+    # directory_id (KIP-853): "" where not known (these replicas have none).
     assert rows[1] == {
         "node_id": 1,
+        "directory_id": "",
         "log_end_offset": end,
         "lag": 0,
         "last_fetch_timestamp": t + 20,
@@ -511,6 +513,7 @@ def test_describe_on_the_leader_shows_every_replica_like_kafka_metadata_quorum()
     }
     assert rows[2] == {
         "node_id": 2,
+        "directory_id": "",
         "log_end_offset": end,
         "lag": 0,
         "last_fetch_timestamp": t,
@@ -528,7 +531,11 @@ def test_describe_off_the_leader_names_the_state_and_the_voters():
     f = follower(epoch=5, leader=1)
     d = f.describe(0)
     assert d["state"] == "follower" and d["leader_id"] == 1 and d["leader_epoch"] == 5
-    assert d["voters"] == [{"node_id": 1}, {"node_id": 2}, {"node_id": 3}]
+    assert d["voters"] == [
+        {"node_id": 1, "directory_id": ""},
+        {"node_id": 2, "directory_id": ""},
+        {"node_id": 3, "directory_id": ""},
+    ]
     assert d["observers"] == []
     obs = make_core(node_id=100)
     assert obs.describe(0)["state"] == "observer" and obs.describe(0)["leader_id"] is None
