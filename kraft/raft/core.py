@@ -362,6 +362,10 @@ class RaftCore:
                 else:
                     s.voter_states[v.node_id] = ReplicaState(v.node_id, directory_id=v.directory_id)
             s.fetched_since_check &= self.voters
+            # The new set gets a whole check-quorum period (a single voter's
+            # deadline is never refreshed: growing from one voter must not
+            # resign at once).
+            s.check_quorum_deadline_ms = self._now + self.config.check_quorum_timeout_ms
             self._maybe_advance_hw()
         elif isinstance(s, Prospective | Candidate) and not self.is_voter:
             # No longer a voter: out of the election (a candidate's vote is spent).

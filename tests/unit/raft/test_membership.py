@@ -130,6 +130,10 @@ def test_grow_from_one_to_three_to_five_voters_while_writes_continue() -> None:
     sim = new_sim(1, 4)
     lid = leader_of(sim, frozenset({1}))
     end = commit(sim, lid, 5)
+    # Long enough for a stale check-quorum deadline (a single voter never
+    # refreshes it) to be in the past when the second voter arrives.
+    sim.run_for(5_000)
+    epoch = sim.core(lid).epoch
     voters = {1}
     for nid in (2, 3, 4, 5):
         end = commit(sim, sim.leader() or lid, 2)
@@ -139,6 +143,8 @@ def test_grow_from_one_to_three_to_five_voters_while_writes_continue() -> None:
         end = commit(sim, lid, 2)  # writes go on, committed by the bigger quorum
     converged(sim, end)
     assert sim.core(lid).voters == {1, 2, 3, 4, 5}
+    # The leader kept its epoch the whole time: no change cost an election.
+    assert sim.leader() == lid and sim.core(lid).epoch == epoch
     # A majority of the five is now needed: with two down writes still commit...
     down = [n for n in (5, 4, 3, 2) if n != lid]
     sim.crash(down[0])
