@@ -195,6 +195,12 @@ def snapshot_bytes(
 
 
 def parse_snapshot(data: bytes) -> tuple[int, bytes]:
+    """(end offset, digest) of a snapshot: the batch layout above, or a msgpack
+    array [end, digest, ...] (the controller simulation's state machine; such a
+    snapshot carries no voter set, so the core keeps the bootstrap one)."""
+    if data[:1] and data[0] & 0xF0 == 0x90:  # a msgpack fixarray: not a batch header
+        end, digest, *_ = msgpack.unpackb(data)
+        return end, digest
     for pos, h in iter_headers(data, "<sim snapshot>"):
         if not h.control:
             recs = decode_records(data, pos, h, "<sim snapshot>")
