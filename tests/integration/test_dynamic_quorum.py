@@ -64,7 +64,7 @@ class Cluster:
         args = ["-m", "kraft.cli", "controller", "--node-id", str(nid)]
         if bootstrap:
             args += [
-                "--bootstrap-controllers", self.url(1),
+                "--bootstrap-controllers", ",".join(self.url(n) for n in IDS if n != nid),
                 "--listen", f"127.0.0.1:{self.ports[nid]}",
             ]  # fmt: skip
         else:
