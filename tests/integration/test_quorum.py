@@ -169,8 +169,10 @@ def test_quorum_describe_cli(quorum: ControllerQuorum) -> None:
     assert status["CurrentObservers"] == "[]"
 
     lines = _cli("quorum", "describe", "--bootstrap", url, "--replication").splitlines()
+    # Kafka's columns since KIP-853: DirectoryId second.
     assert lines[0].split() == [
         "NodeId",
+        "DirectoryId",
         "LogEndOffset",
         "Lag",
         "LastFetchTimestamp",
@@ -182,7 +184,9 @@ def test_quorum_describe_cli(quorum: ControllerQuorum) -> None:
     assert int(lines[1].split()[0]) == ld["node_id"]  # the leader first
     for i, row in rows.items():
         assert row[-1] == ("Leader" if i == ld["node_id"] else "Follower"), row
-        assert int(row[1]) >= 0 and int(row[2]) >= 0  # log end offset, lag
+        meta = (quorum.data_dir(i) / "meta.properties").read_text()
+        assert f"directory.id={row[1]}" in meta, (row, meta)
+        assert int(row[2]) >= 0 and int(row[3]) >= 0  # log end offset, lag
         assert "ms ago" in " ".join(row)  # every voter has fetched
 
 
