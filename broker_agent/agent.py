@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import random
@@ -120,12 +121,23 @@ def mono_ms() -> int:
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
     heartbeat_interval_ms: int = 2000
-    request_timeout_ms: int = 2000  # register / heartbeat: skip a silent controller after this
+    # register / heartbeat: skip a silent controller after this (the CLI uses half
+    # of broker.session.timeout.ms, as Kafka does)
+    request_timeout_ms: int = 4500
     controlled_shutdown_timeout_ms: int = 30_000
     rack: str | None = None
     host: str = "127.0.0.1"
     listener_port: int = 9092
     isr: IsrConfig = IsrConfig()  # AlterPartition: its request_timeout_ms is request.timeout.ms
+
+
+MSGPACK_HEADERS = {"Content-Type": MSGPACK, "Accept": MSGPACK}
+
+
+@functools.lru_cache(maxsize=64)
+def client_timeout(timeout_ms: int) -> aiohttp.ClientTimeout:
+    """One (immutable) ClientTimeout per value: a fleet sends ~1,000 requests a second."""
+    return aiohttp.ClientTimeout(total=timeout_ms / 1000)
 
 
 async def post_msgpack(
@@ -135,8 +147,8 @@ async def post_msgpack(
     async with session.post(
         url,
         data=msgpack.packb(body, use_bin_type=True),
-        headers={"Content-Type": MSGPACK, "Accept": MSGPACK},
-        timeout=aiohttp.ClientTimeout(total=timeout_ms / 1000),
+        headers=MSGPACK_HEADERS,
+        timeout=client_timeout(timeout_ms),
     ) as resp:
         raw = await resp.read()
         try:

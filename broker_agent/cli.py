@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from broker_agent.agent import AgentSettings
-from broker_agent.fleet import Fleet, FleetSpec
+from broker_agent.fleet import RAMP_MS_PER_AGENT, Fleet, FleetSpec
 from broker_agent.isr import IsrConfig
 from kraft.config import BROKER_KEYS, ConfigError, load_config
 from kraft.logs import setup_logging
@@ -106,10 +106,10 @@ def build_fleet_parser() -> argparse.ArgumentParser:
         "--ramp-ms",
         type=_int,
         default=None,
-        help="spread the agents' starts over this long (default: 2 ms per agent)",
+        help=f"spread the agents' starts over this long (default: {RAMP_MS_PER_AGENT} ms per agent)",
     )
     parser.add_argument(
-        "--max-connections", type=_int, default=256, help="size of the shared connection pool"
+        "--max-connections", type=_int, default=100, help="size of the shared connection pool"
     )
     parser.add_argument(
         "--no-simulate-lag",
@@ -155,7 +155,11 @@ def spec_from_args(args: argparse.Namespace, fleet: bool) -> FleetSpec:
     request_timeout = config["controller.quorum.request.timeout.ms"]
     settings = AgentSettings(
         heartbeat_interval_ms=interval,
-        request_timeout_ms=request_timeout,
+        # Kafka's broker-to-controller heartbeat channel times a request out after
+        # half the session (KAFKA-14392): long enough that a busy controller (or a
+        # busy fleet process) is not abandoned, and reconnected to, mid-answer; short
+        # enough to try another controller before the session ends.
+        request_timeout_ms=session // 2,
         controlled_shutdown_timeout_ms=config["controlled.shutdown.timeout.ms"],
         rack=config.get("broker.rack"),
         listener_port=args.listener_port,
@@ -179,7 +183,7 @@ def spec_from_args(args: argparse.Namespace, fleet: bool) -> FleetSpec:
         seed=args.seed,
         status_interval_s=args.status_interval,
         ramp_ms=getattr(args, "ramp_ms", None),
-        max_connections=getattr(args, "max_connections", 256),
+        max_connections=getattr(args, "max_connections", 100),
         status_port=args.status_port,
     )
 

@@ -40,6 +40,11 @@ from kraft.raft.config import RaftConfig
 
 log = logging.getLogger("broker_agent.fleet")
 
+# Agents start spread over count * RAMP_MS_PER_AGENT (10 s for 2,000): a start costs
+# a registration (a commit), a catch-up and an unfence, so a fleet that starts at
+# once is a burst of writes no real cluster sees.
+RAMP_MS_PER_AGENT = 5
+
 
 @dataclass(frozen=True, slots=True)
 class FleetSpec:
@@ -51,8 +56,8 @@ class FleetSpec:
     cluster_id: str | None = None
     seed: int = 0
     status_interval_s: float = 5.0
-    ramp_ms: int | None = None  # spread agent starts over this long (None: 2 ms per agent)
-    max_connections: int = 256
+    ramp_ms: int | None = None  # spread agent starts over this long (None: RAMP_MS_PER_AGENT each)
+    max_connections: int = 100  # below the controllers' listen backlog (aiohttp's 128)
     status_port: int | None = None
     status_host: str = "127.0.0.1"
 
@@ -193,7 +198,7 @@ class Fleet:
                 tasks.append(follower_task)
                 status_task = asyncio.create_task(self._status_loop())
                 tasks.append(status_task)
-                ramp = spec.ramp_ms if spec.ramp_ms is not None else 2 * spec.count
+                ramp = spec.ramp_ms if spec.ramp_ms is not None else RAMP_MS_PER_AGENT * spec.count
                 if spec.count == 1:
                     ramp = 0
                 start_rng = random.Random(f"ramp:{spec.seed}")

@@ -74,28 +74,83 @@ def run_job(
     as_of_time_ms: int | None = None,
     report: bool = True,
 ) -> dict[str, Any]:
-    """The whole job on an existing SparkSession; returns timings and the summary."""
-    from spark_replay import history as H
-    from spark_replay.datasource import list_log_files
-    from spark_replay.records import write_records
+    """The whole job on an existing SparkSession; returns timings and the summary.
 
+    All or nothing: the outputs of an earlier run in `out` are removed first, and
+    if this run fails, whatever it wrote is removed too, so `out` never holds a
+    partial (or mixed) history.
+    """
     out = Path(out)
+    from spark_replay.datasource import list_log_files
+
     files = list_log_files(log_dir)  # a clear error before Spark does anything
     out.mkdir(parents=True, exist_ok=True)
+    clear_outputs(out)
+    try:
+        return _run(spark, files, out, as_of_offset, as_of_time_ms, report)
+    except BaseException:
+        clear_outputs(out)
+        raise
+
+
+OUTPUTS = ("records", *TABLES, "state_as_of", "_work", "summary.json", "report.html")
+
+
+def clear_outputs(out: Path) -> None:
+    """Remove what a run writes under `out` (and nothing else)."""
+    for name in OUTPUTS:
+        p = out / name
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
+def _progress(msg: str) -> None:
+    """One line per step on stderr: long jobs show where they are (Spark's bar shows how far)."""
+    print(f"spark-replay: {msg}", file=sys.stderr, flush=True)
+
+
+def _run(
+    spark: Any,
+    files: list[Any],
+    out: Path,
+    as_of_offset: int | None,
+    as_of_time_ms: int | None,
+    report: bool,
+) -> dict[str, Any]:
+    from spark_replay import history as H
+    from spark_replay.records import write_records
+
     timings: dict[str, float] = {}
     t = time.perf_counter()
     stats = write_records(spark, files, out / "records")
     info = H.info_from_stats(stats)
     timings["records_s"] = time.perf_counter() - t
+    _progress(
+        f"records: {info.record_count} records from {len(files)} files, offsets "
+        f"{info.first_offset}..{info.last_offset} ({timings['records_s']:.1f} s)"
+    )
+    records = spark.read.parquet(str(out / "records"))
+
+    # The as-of point is checked before the expensive part: a bad one is a user error.
+    offset: int | None = None
+    if as_of_offset is not None or as_of_time_ms is not None:
+        offset = (
+            as_of_offset if as_of_offset is not None else H.offset_at_time(records, as_of_time_ms)  # type: ignore[arg-type]
+        )
+        H.check_in_history(info, offset)
 
     t = time.perf_counter()
-    records = spark.read.parquet(str(out / "records"))
     work = out / "_work"
     tables = H.build_tables(spark, records, info=info, work_dir=str(work / "partition_states"))
     for name in TABLES:
+        spark.sparkContext.setJobDescription(f"spark-replay: {name}")
         getattr(tables, name).write.mode("overwrite").parquet(str(out / name))
+    spark.sparkContext.setJobDescription(None)
     shutil.rmtree(work, ignore_errors=True)
     timings["tables_s"] = time.perf_counter() - t
+    _progress(f"history tables written ({timings['tables_s']:.1f} s)")
     # From here on, read the written tables: cheap, and what a user would query.
     written = H.Tables(
         info=tables.info,
@@ -103,17 +158,12 @@ def run_job(
     )
     result: dict[str, Any] = {"info": tables.info.to_dict(), "timings": timings}
 
-    if as_of_offset is not None or as_of_time_ms is not None:
+    if offset is not None:
         t = time.perf_counter()
-        offset = (
-            as_of_offset if as_of_offset is not None else H.offset_at_time(records, as_of_time_ms)  # type: ignore[arg-type]
-        )
         brokers, partitions = H.state_as_of(
             written.broker_history, written.partition_history, tables.info, offset
         )
         target = out / "state_as_of"
-        if target.exists():
-            shutil.rmtree(target)
         brokers.write.parquet(str(target / "brokers"))
         partitions.write.parquet(str(target / "partitions"))
         b_rows, p_rows = H.rows_state(brokers.collect(), partitions.collect())
@@ -131,15 +181,17 @@ def run_job(
         )
         result["as_of_offset"] = offset
         timings["state_as_of_s"] = time.perf_counter() - t
+        _progress(f"state as of offset {offset} written")
 
     if report:
         from spark_replay.report import plots, summarize, write_report
 
         t = time.perf_counter()
         summary = summarize(records, written)
-        write_report(out, summary, plots(written))
+        write_report(out, summary, plots(written, summary["at_end"]))
         result["summary"] = summary
         timings["report_s"] = time.perf_counter() - t
+        _progress(f"summary.json and report.html written ({timings['report_s']:.1f} s)")
     return result
 
 

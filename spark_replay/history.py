@@ -753,43 +753,84 @@ def offset_at_time(records: DataFrame, time_ms: int) -> int:
     return int(row["o"])
 
 
-def state_as_of(
-    broker_hist: DataFrame, partition_hist: DataFrame, info: LogInfo, offset: int
-) -> tuple[DataFrame, DataFrame]:
-    """(brokers, partitions) as the image holds them after replaying up to `offset`."""
+def check_in_history(info: LogInfo, offset: int) -> None:
+    """HistoryError unless the history covers `offset`."""
     if offset < info.first_offset or offset > info.last_offset:
         raise HistoryError(
             f"offset {offset} is outside the history, which covers offsets "
             f"{info.first_offset} to {info.last_offset}"
         )
+
+
+_BROKER_STATE_COLUMNS = (
+    "broker_id",
+    "broker_epoch",
+    "incarnation_id",
+    "rack",
+    "fenced",
+    "in_controlled_shutdown",
+    "state",
+)
+_PARTITION_STATE_COLUMNS = (
+    "topic",
+    "topic_id",
+    "partition_id",
+    "leader",
+    "isr",
+    "replicas",
+    "removing_replicas",
+    "adding_replicas",
+    "leader_recovery_state",
+    "leader_epoch",
+    "partition_epoch",
+)
+
+
+def state_as_of(
+    broker_hist: DataFrame, partition_hist: DataFrame, info: LogInfo, offset: int
+) -> tuple[DataFrame, DataFrame]:
+    """(brokers, partitions) as the image holds them after replaying up to `offset`."""
+    check_in_history(info, offset)
+    as_of = F.lit(offset).cast("long").alias("as_of_offset")
     brokers = (
         _covering(broker_hist, offset)
         .filter(F.col("state") != "UNREGISTERED")
-        .select(
-            "broker_id",
-            "broker_epoch",
-            "incarnation_id",
-            "rack",
-            "fenced",
-            "in_controlled_shutdown",
-            "state",
-            F.lit(offset).cast("long").alias("as_of_offset"),
+        .select(*_BROKER_STATE_COLUMNS, as_of)
+    )
+    partitions = _covering(partition_hist, offset).select(*_PARTITION_STATE_COLUMNS, as_of)
+    return brokers, partitions
+
+
+def states_as_of(
+    spark: SparkSession,
+    broker_hist: DataFrame,
+    partition_hist: DataFrame,
+    info: LogInfo,
+    offsets: list[int],
+) -> tuple[DataFrame, DataFrame]:
+    """state_as_of at many offsets in one query each: rows keyed by `as_of_offset`.
+
+    The offsets are broadcast and joined to the intervals covering them
+    (``start_offset <= o < end_offset``, an open interval covering all later offsets).
+    """
+    for o in offsets:
+        check_in_history(info, o)
+    points = F.broadcast(
+        spark.createDataFrame([(o,) for o in sorted(set(offsets))], "as_of_offset long")
+    )
+
+    def covering(df: DataFrame) -> DataFrame:
+        cond = (F.col("start_offset") <= F.col("as_of_offset")) & (
+            F.col("end_offset").isNull() | (F.col("end_offset") > F.col("as_of_offset"))
         )
+        return df.join(points, cond, "inner")
+
+    brokers = (
+        covering(broker_hist)
+        .filter(F.col("state") != "UNREGISTERED")
+        .select(*_BROKER_STATE_COLUMNS, "as_of_offset")
     )
-    partitions = _covering(partition_hist, offset).select(
-        "topic",
-        "topic_id",
-        "partition_id",
-        "leader",
-        "isr",
-        "replicas",
-        "removing_replicas",
-        "adding_replicas",
-        "leader_recovery_state",
-        "leader_epoch",
-        "partition_epoch",
-        F.lit(offset).cast("long").alias("as_of_offset"),
-    )
+    partitions = covering(partition_hist).select(*_PARTITION_STATE_COLUMNS, "as_of_offset")
     return brokers, partitions
 
 

@@ -14,7 +14,8 @@ query a log directly (`spark_replay.datasource.read_log`); both use
 A part is written under a temporary name and renamed when complete, so a failed or
 retried task never leaves a partial part behind; the driver writes ``_SUCCESS``
 when every task succeeded. A corrupt file fails its task with the error naming
-the file and offset, and so the job.
+the file and offset, and so the job; the table directory is then removed, so no
+partial records table is left behind.
 """
 
 from __future__ import annotations
@@ -96,6 +97,11 @@ def write_records(spark: Any, files: list[LogFile], out_dir: str | Path) -> list
             .map(lambda item: write_part(item[0], item[1], target))
             .collect()
         )
+    except BaseException:
+        # A failed file fails the job: the parts of the other files must not stay
+        # behind looking like a (partial) records table.
+        shutil.rmtree(out, ignore_errors=True)
+        raise
     finally:
         sc.setJobDescription(None)
     (out / "_SUCCESS").touch()

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark_replay.history import Tables
@@ -25,6 +25,13 @@ STATE_COLORS = {
     "CONTROLLED_SHUTDOWN": "#ff7f0e",
     "FENCED": "#d62728",
     "UNREGISTERED": "#7f7f7f",
+}
+CAUSE_COLORS = {
+    "FENCE": "#d62728",
+    "UNFENCE": "#2ca02c",
+    "CONTROLLED_SHUTDOWN": "#ff7f0e",
+    "ALTER_PARTITION": "#1f77b4",
+    "ADMIN": "#9467bd",
 }
 MAX_PLOTTED_BROKERS = 60
 MAX_BUCKETS = 400
@@ -37,9 +44,20 @@ def _iso(ms: int | None) -> str | None:
 
 
 def _bucket_ms(info: Any) -> int:
-    """Plot resolution: about MAX_BUCKETS points over the log, at least one second."""
+    """Plot resolution: about MAX_BUCKETS points over the log (a change is drawn at
+    most one bucket early: a quarter of a percent of the width)."""
     span = max(1, info.last_time_ms - info.first_time_ms)
-    return max(1000, -(-span // MAX_BUCKETS))
+    return max(1, -(-span // MAX_BUCKETS))
+
+
+def _duration_text(ms: float) -> str:
+    if ms < 1000:
+        return f"{ms:g} ms"
+    if ms < 120_000:
+        return f"{ms / 1000:.3g} s"
+    if ms < 7_200_000:
+        return f"{ms / 60_000:.3g} min"
+    return f"{ms / 3_600_000:.3g} h"
 
 
 def _series(deltas: DataFrame, time_col: str, bucket: int, t0: int) -> list[tuple[int, int]]:
@@ -56,6 +74,57 @@ def _series(deltas: DataFrame, time_col: str, bucket: int, t0: int) -> list[tupl
         total += r["d"]
         out.append((int(r["b"]), total))
     return out
+
+
+def cluster_stop(broker_rows: list[Any]) -> dict[str, Any] | None:
+    """Where the cluster's final stop began, if no broker is running at the end.
+
+    `broker_rows`: broker_history rows (broker_id, state, start_offset,
+    end_offset, start_time_ms). A broker runs while UNFENCED. If none does at the
+    end of the log, the stop began with the first broker to leave UNFENCED after
+    the last time any broker became UNFENCED. None if a broker is still running
+    at the end, or none ever ran.
+    """
+    if any(r["end_offset"] is None and r["state"] == "UNFENCED" for r in broker_rows):
+        return None
+    starts = [r["start_offset"] for r in broker_rows if r["state"] == "UNFENCED"]
+    if not starts:
+        return None
+    last_up = max(starts)
+    by_broker: dict[int, list[Any]] = {}
+    for r in broker_rows:
+        by_broker.setdefault(r["broker_id"], []).append(r)
+    leaving = []
+    for rows in by_broker.values():
+        rows.sort(key=lambda r: r["start_offset"])
+        for a, b in zip(rows, rows[1:], strict=False):
+            if a["state"] == "UNFENCED" and b["start_offset"] >= last_up:
+                leaving.append((b["start_offset"], b["start_time_ms"], b["state"]))
+    first = min(leaving)
+    how: dict[str, int] = {}
+    for _o, _t, state in leaving:
+        how[state] = how.get(state, 0) + 1
+    return {"offset": first[0], "time_ms": first[1], "brokers_left_by": dict(sorted(how.items()))}
+
+
+def _longest(off: DataFrame, dur: Column) -> dict[str, Any] | None:
+    r = (
+        off.select("*", dur.alias("duration_ms"))
+        .orderBy(F.desc("duration_ms"), "start_offset", "topic_id", "partition_id")
+        .first()
+    )
+    if r is None:
+        return None
+    return {
+        "topic": r["topic"],
+        "topic_id": r["topic_id"],
+        "partition_id": r["partition_id"],
+        "start_offset": r["start_offset"],
+        "end_offset": r["end_offset"],
+        "start_time": _iso(r["start_time_ms"]),
+        "duration_ms": r["duration_ms"],
+        "still_open": r["end_offset"] is None,
+    }
 
 
 def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
@@ -138,14 +207,37 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
         .orderBy("o")
         .collect()
     )
+    bh_rows = tables.broker_history.select(
+        "broker_id", "state", "start_offset", "end_offset", "start_time_ms"
+    ).collect()
+    stop = cluster_stop(bh_rows)
+    stop_at = stop["offset"] if stop else None
     peak, peak_at, running = 0, None, 0
+    run_peak, run_peak_at = 0, None
     for r in deltas:
         running += r["d"]
         if running > peak:
             peak, peak_at = running, r["o"]
+        if stop_at is not None and r["o"] < stop_at and running > run_peak:
+            run_peak, run_peak_at = running, r["o"]
     end_ms = info.last_time_ms
-    dur = F.coalesce(F.col("end_time_ms"), F.lit(end_ms)) - F.col("start_time_ms")
-    longest = off.select("*", dur.alias("duration_ms")).orderBy(F.desc("duration_ms")).first()
+    longest = _longest(
+        off, F.coalesce(F.col("end_time_ms"), F.lit(end_ms)) - F.col("start_time_ms")
+    )
+    while_running = None
+    if stop is not None:
+        # Windows open when the stop began are cut there: what follows is the stop.
+        stop_ms = F.lit(stop["time_ms"])
+        clipped = F.least(F.coalesce(F.col("end_time_ms"), stop_ms), stop_ms)
+        while_running = {
+            "until_offset": stop_at,
+            "until_time": _iso(stop["time_ms"]),
+            "max_offline_at_once": run_peak,
+            "max_offline_at_offset": run_peak_at,
+            "longest_window": _longest(
+                off.filter(F.col("start_offset") < stop_at), clipped - F.col("start_time_ms")
+            ),
+        }
     off_agg = off.agg(
         F.count(F.lit(1)).alias("windows"),
         F.sum(F.when(F.col("end_offset").isNull(), 1).otherwise(0)).alias("open"),
@@ -161,11 +253,17 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
         )
         .first()
     )
-    bh = tables.broker_history
-    final_brokers = {
-        r["state"]: r["count"]
-        for r in bh.filter(F.col("end_offset").isNull()).groupBy("state").count().collect()
-    }
+    final_brokers: dict[str, int] = {}
+    for r in bh_rows:
+        if r["end_offset"] is None:
+            final_brokers[r["state"]] = final_brokers.get(r["state"], 0) + 1
+    busiest = (
+        el.filter(F.col("cause") != "CREATE")
+        .groupBy(F.floor(F.col("append_time_ms") / 60_000).alias("m"))
+        .count()
+        .orderBy(F.desc("count"), "m")
+        .first()
+    )
     return {
         "log": {
             **info.to_dict(),
@@ -181,7 +279,7 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
             "registrations": b["registrations"] or 0,
             "unregistrations": b["unregistrations"] or 0,
             "fences_by_broker": dict(sorted(fences_by_broker.items(), key=lambda kv: int(kv[0]))),
-            "state_at_end": final_brokers,
+            "state_at_end": dict(sorted(final_brokers.items())),
         },
         "controller": {
             "leader_changes": b["controller_leader_changes"] or 0,
@@ -193,6 +291,9 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
             "unclean": e["unclean"] or 0,
             "leader_lost": e["lost"] or 0,
             "by_cause": dict(sorted(causes.items())),
+            "busiest_minute": None
+            if busiest is None
+            else {"start": _iso(int(busiest["m"]) * 60_000), "elections": busiest["count"]},
         },
         "offline": {
             "windows": off_agg["windows"] or 0,
@@ -200,25 +301,36 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
             "still_offline_at_end": off_agg["open"] or 0,
             "max_offline_at_once": peak,
             "max_offline_at_offset": peak_at,
-            "longest_window": None
-            if longest is None
-            else {
-                "topic": longest["topic"],
-                "topic_id": longest["topic_id"],
-                "partition_id": longest["partition_id"],
-                "start_offset": longest["start_offset"],
-                "end_offset": longest["end_offset"],
-                "start_time": _iso(longest["start_time_ms"]),
-                "duration_ms": longest["duration_ms"],
-                "still_open": longest["end_offset"] is None,
-            },
+            "longest_window": longest,
+            # Only when the cluster was stopped at the end (see at_end): the same
+            # figures before the stop began.
+            "while_running": while_running,
         },
-        "at_end": {
-            "topics": final["topics"] or 0,
-            "partitions": final["partitions"] or 0,
-            "offline_partitions": final["offline"] or 0,
-        },
+        "at_end": _at_end(final, final_brokers, stop),
     }
+
+
+def _at_end(final: Any, brokers: dict[str, int], stop: dict[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "topics": final["topics"] or 0,
+        "partitions": final["partitions"] or 0,
+        "offline_partitions": final["offline"] or 0,
+        "brokers_running": brokers.get("UNFENCED", 0),
+        "cluster_stopped": stop is not None,
+    }
+    if stop is not None:
+        how = ", ".join(
+            f"{n} {state.lower().replace('_', ' ')}" for state, n in stop["brokers_left_by"].items()
+        )
+        out["stopped_from_offset"] = stop["offset"]
+        out["stopped_from_time"] = _iso(stop["time_ms"])
+        out["note"] = (
+            f"No broker is running at the end of the log: the cluster was stopped "
+            f"(from offset {stop['offset']}, {_iso(stop['time_ms'])}; brokers left by: {how}). "
+            f"Partitions offline at the end follow from that stop; "
+            f"offline.while_running has the figures from before it."
+        )
+    return out
 
 
 # ----------------------------------------------------------------------------- plots
@@ -233,20 +345,62 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def plots(tables: Tables) -> dict[str, str]:
-    """Base64 PNGs: broker states, partitions online/offline, leaders per broker, elections."""
+def _time_unit(span_ms: int) -> tuple[int, str]:
+    """(ms per unit, name) so that a log's span reads as a few to a few hundred units."""
+    if span_ms <= 15 * 60_000:
+        return 1000, "seconds"
+    if span_ms <= 15 * 3_600_000:
+        return 60_000, "minutes"
+    return 3_600_000, "hours"
+
+
+def plots(tables: Tables, stop: dict[str, Any] | None = None) -> dict[str, str]:
+    """Base64 PNGs: broker states, partitions online/offline, leaders per broker, elections.
+
+    Every plot shares one time axis: the history's start to its end, in seconds,
+    minutes or hours after the start (UTC time in the label). `stop`: the
+    summary's `at_end` when the cluster was stopped; the stop is shaded.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     info = tables.info
     t0 = info.first_time_ms
-    t_end = info.last_time_ms
+    t_end = max(info.last_time_ms, t0 + 1)
     bucket = _bucket_ms(info)
+    unit, unit_name = _time_unit(t_end - t0)
+    start = datetime.fromtimestamp(t0 / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    x_label = f"{unit_name} since {start}"
+    resolution = f"resolution {_duration_text(bucket)}"
+    stop_ms = None
+    if stop and stop.get("cluster_stopped"):
+        stop_ms = int(datetime.fromisoformat(stop["stopped_from_time"]).timestamp() * 1000)
 
-    def minutes(ms: float) -> float:
-        return (ms - t0) / 60_000
+    def x(ms: float) -> float:
+        return (ms - t0) / unit
+
+    def finish(ax: Any, title: str, ylabel: str, legend: list[Any] | None = None) -> None:
+        ax.set_xlim(0, x(t_end))
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        handles, labels = ax.get_legend_handles_labels()
+        if legend is not None:
+            handles = legend
+        if stop_ms is not None:
+            ax.axvspan(x(stop_ms), x(t_end), color="#000000", alpha=0.08, zorder=0)
+            handles = [*handles, Patch(color="#000000", alpha=0.15, label="cluster stopping")]
+        if handles:
+            ax.legend(
+                handles=handles,
+                loc="upper left",
+                bbox_to_anchor=(1.01, 1.0),
+                fontsize=8,
+                ncol=1 if len(handles) <= 20 else 2,
+            )
 
     out: dict[str, str] = {}
 
@@ -255,26 +409,31 @@ def plots(tables: Tables) -> dict[str, str]:
         "broker_id", "state", "start_time_ms", "end_time_ms"
     ).collect()
     ids = sorted({r["broker_id"] for r in rows})[:MAX_PLOTTED_BROKERS]
+    row_of = {b: i for i, b in enumerate(ids)}
     fig, ax = plt.subplots(figsize=(11, 0.35 * len(ids) + 1.5))
+    bars: dict[str, list[tuple[int, float, float]]] = {}
     for r in rows:
-        if r["broker_id"] not in ids:
+        if r["broker_id"] not in row_of:
             continue
-        y = ids.index(r["broker_id"])
-        start = minutes(r["start_time_ms"])
-        end = minutes(r["end_time_ms"] if r["end_time_ms"] is not None else t_end)
-        ax.broken_barh(
-            [(start, max(end - start, 1e-3))], (y - 0.4, 0.8), color=STATE_COLORS[r["state"]]
+        end_ms = r["end_time_ms"] if r["end_time_ms"] is not None else t_end
+        bars.setdefault(r["state"], []).append(
+            (row_of[r["broker_id"]], x(r["start_time_ms"]), x(end_ms))
         )
+    min_width = x(t0 + (t_end - t0) / 2000)  # a short interval stays visible
+    for state, spans in bars.items():
+        for y, start, end in spans:
+            ax.broken_barh(
+                [(start, max(end - start, min_width))], (y - 0.4, 0.8), color=STATE_COLORS[state]
+            )
     ax.set_yticks(range(len(ids)), [str(i) for i in ids])
-    ax.set_xlabel("minutes since start of history")
-    ax.set_ylabel("broker")
-    ax.set_title("Broker states")
-    from matplotlib.patches import Patch
-
-    ax.legend(
-        handles=[Patch(color=c, label=s) for s, c in STATE_COLORS.items()],
-        loc="upper right",
-        fontsize=8,
+    title = "Broker states"
+    if len({r["broker_id"] for r in rows}) > len(ids):
+        title += f" (first {len(ids)} brokers)"
+    finish(
+        ax,
+        title,
+        "broker",
+        legend=[Patch(color=c, label=s) for s, c in STATE_COLORS.items()],
     )
     out["broker_states"] = _png(fig)
 
@@ -298,19 +457,25 @@ def plots(tables: Tables) -> dict[str, str]:
     offl = dict(_series(offline, "t", bucket, t0))
     xs = sorted(set(total) | set(offl))
     tot_y, off_y, cur_t, cur_o = [], [], 0, 0
-    for x in xs:
-        cur_t = total.get(x, cur_t)
-        cur_o = offl.get(x, cur_o)
+    for b in xs:
+        cur_t = total.get(b, cur_t)
+        cur_o = offl.get(b, cur_o)
         tot_y.append(cur_t)
         off_y.append(cur_o)
+    if xs:  # hold the last value to the end of the history
+        xs.append(t_end)
+        tot_y.append(tot_y[-1])
+        off_y.append(off_y[-1])
     fig, ax = plt.subplots(figsize=(11, 3.5))
-    mx = [minutes(x) for x in xs]
+    mx = [x(b) for b in xs]
     ax.step(mx, [t - o for t, o in zip(tot_y, off_y, strict=True)], where="post", label="online")
     ax.step(mx, off_y, where="post", label="offline", color="#d62728")
-    ax.set_xlabel("minutes since start of history")
-    ax.set_ylabel("partitions")
-    ax.set_title(f"Online and offline partitions (bucket {bucket / 1000:g} s, end of bucket)")
-    ax.legend()
+    ax.set_ylim(bottom=0)
+    finish(
+        ax,
+        f"Online and offline partitions ({resolution})",
+        "partitions",
+    )
     out["partitions_online_offline"] = _png(fig)
 
     # 3. leaders per broker over time
@@ -335,19 +500,16 @@ def plots(tables: Tables) -> dict[str, str]:
     fig, ax = plt.subplots(figsize=(11, 4))
     for broker in sorted(per)[:MAX_PLOTTED_BROKERS]:
         pts = per[broker] + [(t_end, per[broker][-1][1])]
-        ax.step([minutes(p[0]) for p in pts], [p[1] for p in pts], where="post", label=str(broker))
-    ax.set_xlabel("minutes since start of history")
-    ax.set_ylabel("partitions led")
-    ax.set_title("Leaders per broker")
-    if per:
-        ax.legend(title="broker", fontsize=7, ncol=max(1, len(per) // 12), loc="upper right")
+        ax.step([x(p[0]) for p in pts], [p[1] for p in pts], where="post", label=f"broker {broker}")
+    ax.set_ylim(bottom=0)
+    finish(ax, f"Partitions led per broker ({resolution})", "partitions led")
     out["leaders_per_broker"] = _png(fig)
 
-    # 4. elections per minute
+    # 4. elections per minute (UTC clock minutes, as summary.json's busiest_minute)
     el = (
         tables.leader_elections.filter(F.col("cause") != "CREATE")
         .select(
-            F.floor((F.col("append_time_ms") - t0) / 60_000).alias("m"),
+            F.floor(F.col("append_time_ms") / 60_000).alias("m"),
             "cause",
         )
         .groupBy("m", "cause")
@@ -355,29 +517,92 @@ def plots(tables: Tables) -> dict[str, str]:
         .collect()
     )
     causes = sorted({r["cause"] for r in el})
-    by_cause = {c: {} for c in causes}
+    by_cause: dict[str, dict[int, int]] = {c: {} for c in causes}
     for r in el:
         by_cause[r["cause"]][r["m"]] = r["count"]
     fig, ax = plt.subplots(figsize=(11, 3.5))
     bottom: dict[int, int] = {}
+    width = 60_000 / unit
     for c in causes:
         ms = sorted(by_cause[c])
         ax.bar(
-            ms,
+            [x(m * 60_000) for m in ms],
             [by_cause[c][m] for m in ms],
             bottom=[bottom.get(m, 0) for m in ms],
-            width=1.0,
+            width=width,
+            align="edge",
             label=c,
+            color=CAUSE_COLORS.get(c),
         )
         for m in ms:
             bottom[m] = bottom.get(m, 0) + by_cause[c][m]
-    ax.set_xlabel("minute since start of history")
-    ax.set_ylabel("elections")
-    ax.set_title("Leader elections per minute, by cause")
-    if causes:
-        ax.legend(fontsize=8)
+    finish(
+        ax, "Leader elections per minute, by cause (partition creation not counted)", "elections"
+    )
     out["elections_per_minute"] = _png(fig)
     return out
+
+
+def _window_text(w: dict[str, Any] | None) -> str:
+    if w is None:
+        return "none"
+    end = "still open at the end" if w["still_open"] else f"until offset {w['end_offset']}"
+    return (
+        f"{w['topic']}-{w['partition_id']}: {w['duration_ms'] / 1000:g} s, "
+        f"from offset {w['start_offset']} ({w['start_time']}) {end}"
+    )
+
+
+def key_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The first lines of the report: what a post-mortem reader asks first."""
+    log, b, e, o, end = (
+        summary["log"],
+        summary["brokers"],
+        summary["elections"],
+        summary["offline"],
+        summary["at_end"],
+    )
+    facts = [
+        ("Records", f"{log['record_count']:,}"),
+        ("Offsets", f"{log['first_offset']} .. {log['last_offset']}"),
+        ("Time (UTC)", f"{log['first_time']} .. {log['last_time']} ({log['duration_s']:g} s)"),
+    ]
+    if log.get("snapshot_end_offset") is not None:
+        facts.append(("Starts from", f"the snapshot ending at offset {log['snapshot_end_offset']}"))
+    facts += [
+        ("Fences / unfences", f"{b['fences']} / {b['unfences']}"),
+        ("Controlled shutdowns", str(b["controlled_shutdowns"])),
+        ("Elections clean / unclean", f"{e['clean']} / {e['unclean']}"),
+    ]
+    if e.get("busiest_minute"):
+        bm = e["busiest_minute"]
+        facts.append(("Busiest minute", f"{bm['elections']} elections from {bm['start']}"))
+    wr = o.get("while_running")
+    if wr is not None:
+        facts += [
+            (
+                "Most partitions offline at once",
+                f"{wr['max_offline_at_once']} while the cluster ran "
+                f"({o['max_offline_at_once']} counting the final stop)",
+            ),
+            ("Longest offline window while running", _window_text(wr["longest_window"])),
+        ]
+    else:
+        at = "" if o["max_offline_at_offset"] is None else f" (offset {o['max_offline_at_offset']})"
+        facts += [
+            ("Most partitions offline at once", f"{o['max_offline_at_once']}{at}"),
+            ("Longest offline window", _window_text(o["longest_window"])),
+        ]
+    facts.append(
+        (
+            "At the end",
+            f"{end['topics']} topics, {end['partitions']} partitions "
+            f"({end['offline_partitions']} offline), {end['brokers_running']} brokers running",
+        )
+    )
+    if end.get("note"):
+        facts.append(("Note", end["note"]))
+    return facts
 
 
 def write_report(out_dir: Path, summary: dict[str, Any], images: dict[str, str]) -> None:
@@ -388,23 +613,9 @@ def write_report(out_dir: Path, summary: dict[str, Any], images: dict[str, str])
         "leaders_per_broker": "Leaders per broker over time",
         "elections_per_minute": "Elections per minute",
     }
-    key_facts = [
-        ("Records", summary["log"]["record_count"]),
-        ("Offsets", f"{summary['log']['first_offset']} .. {summary['log']['last_offset']}"),
-        ("Time", f"{summary['log']['first_time']} .. {summary['log']['last_time']}"),
-        ("Fences / unfences", f"{summary['brokers']['fences']} / {summary['brokers']['unfences']}"),
-        ("Controlled shutdowns", summary["brokers"]["controlled_shutdowns"]),
-        (
-            "Elections (clean / unclean)",
-            f"{summary['elections']['clean']} / {summary['elections']['unclean']}",
-        ),
-        ("Most partitions offline at once", summary["offline"]["max_offline_at_once"]),
-        ("Longest offline window", json.dumps(summary["offline"]["longest_window"])),
-        ("Offline at end", summary["offline"]["still_offline_at_end"]),
-    ]
     rows = "\n".join(
-        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
-        for k, v in key_facts
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+        for k, v in key_facts(summary)
     )
     figs = "\n".join(
         f'<h2>{html.escape(titles.get(k, k))}</h2>\n<img alt="{html.escape(k)}" '
@@ -414,7 +625,8 @@ def write_report(out_dir: Path, summary: dict[str, Any], images: dict[str, str])
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>Cluster metadata history</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}
-th{{text-align:left;padding-right:2em}}img{{max-width:100%}}pre{{background:#f4f4f4;padding:1em}}</style>
+th{{text-align:left;padding-right:2em;vertical-align:top}}img{{max-width:100%}}
+pre{{background:#f4f4f4;padding:1em}}</style>
 </head><body>
 <h1>Cluster metadata history</h1>
 <table>{rows}</table>

@@ -45,6 +45,8 @@ def build_session(
         # the records schema is wide; avoids a warning about truncated plan strings
         "spark.sql.debug.maxToStringFields": "200",
         "spark.driver.memory": os.environ.get("SPARK_REPLAY_DRIVER_MEMORY", "2g"),
+        # WARN from the context's start (under spark-submit the JVM's default is INFO)
+        "spark.log.level": "WARN",
     }
     for k, v in conf.items():
         builder = builder.config(k, v)

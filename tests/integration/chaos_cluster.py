@@ -72,6 +72,8 @@ class ChaosCluster:
 class WriterLog:
     acked_creates: dict[str, str] = field(default_factory=dict)  # name -> topic_id
     acked_deletes: dict[str, str] = field(default_factory=dict)  # name -> topic_id
+    # deletes of acknowledged topics with an unknown outcome: deleted or not
+    unknown_deletes: dict[str, str] = field(default_factory=dict)  # name -> topic_id
     refused: int = 0  # a definite error reply (nothing written)
     unknown: int = 0  # timed out / ambiguous: may or may not be in the log
     violations: list[str] = field(default_factory=list)
@@ -188,6 +190,7 @@ class TopicWriter(threading.Thread):
                 self.log.violations.append(f"acknowledged topic {name} unknown at its delete")
         else:
             self.log.unknown += 1
+            self.log.unknown_deletes[name] = self.log.acked_creates[name]
 
     def stop(self, timeout: float = 15.0) -> None:
         self.stop_event.set()

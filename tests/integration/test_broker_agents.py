@@ -13,7 +13,8 @@ cluster in the state the next expects:
 5. kill -9 of the active controller: no broker is fenced, all stay RUNNING;
 6. each broker's image equals the controllers' log replayed to the same offset;
 7. `broker-agent fleet`: 12 agents in one process all RUNNING, a status line
-   (count per state, heartbeat p99, errors), SIGTERM a controlled shutdown, exit 0;
+   (count per state, heartbeat p99, errors), the lag model shrinking ISRs through
+   AlterPartition, SIGTERM a controlled shutdown of every agent, exit 0;
 8. a broker that starts after the controllers trimmed their logs (snapshots every
    few KiB, no retention) loads a snapshot (FetchSnapshot) and catches up.
 
@@ -136,11 +137,17 @@ class Cluster:
         return lead if agree else None
 
     def get(self, path: str) -> Any:
-        lead = self.active()
-        assert lead is not None, "no active controller"
-        status, body = http("GET", f"{self.urls[lead - 1]}{path}", timeout=3)
-        assert status == 200, (path, status, body)
-        return body
+        """GET from the active controller. Retried (bounded) while leadership settles:
+        a new Raft leader answers NOT_CONTROLLER until it has replayed the log."""
+
+        def once() -> Any:
+            lead = self.active()
+            assert lead is not None, "no active controller"
+            status, body = http("GET", f"{self.urls[lead - 1]}{path}", timeout=3)
+            assert status == 200, (path, status, body)
+            return (body,)  # truthy even for an empty body
+
+        return wait_until(once, 5, interval=0.1, what=f"GET {path} from the active controller")[0]
 
     def post(self, path: str, body: Any) -> Any:
         lead = self.active()
@@ -384,7 +391,8 @@ def test_broker_images_equal_the_controllers_log(cluster: Cluster) -> None:
 def test_fleet_of_agents_in_one_process(cluster: Cluster) -> None:
     # `broker-agent fleet`: K agents, one process, one connection pool; a status
     # line every few seconds (count per state, heartbeat p99, errors); SIGTERM is a
-    # controlled shutdown of every agent and exit 0.
+    # controlled shutdown of every agent and exit 0. Fleets run the seeded lag model
+    # (here with a high probability): leaders shrink ISRs through AlterPartition.
     ids = list(range(FLEET_FIRST, FLEET_FIRST + FLEET_COUNT))
     args = [
         "-m", "broker_agent.cli", "fleet",
@@ -394,6 +402,8 @@ def test_fleet_of_agents_in_one_process(cluster: Cluster) -> None:
         "--status-port", str(cluster.status_ports[FLEET_FIRST]),
         "--status-interval", "1",
         "--log-format", "json",
+        "--seed", "7",
+        "--override", "broker.simulated.lag.probability=0.3",
     ]  # fmt: skip
     for k, v in OVERRIDES.items():
         args += ["--override", f"{k}={v}"]
@@ -429,6 +439,20 @@ def test_fleet_of_agents_in_one_process(cluster: Cluster) -> None:
     assert "ms p99=" in line and "errors=" in line
     hb = cluster.agent(FLEET_FIRST, "/heartbeats?since=0")
     assert hb["count"] == hb["heartbeats"] > 0 and hb["p99_ms"] >= hb["p50_ms"] > 0
+    # ISR shrinks not caused by fencing: partitions led by fleet agents
+    n = len(ids)
+    assignments = [[ids[i], ids[(i + 1) % n], ids[(i + 2) % n]] for i in range(6)]
+    cluster.post("/v1/topics", {"name": "fleet-isr", "assignments": assignments})
+    wait_until(
+        lambda: sum(a["isr_shrinks"] for a in cluster.agent(FLEET_FIRST)["agents"]) > 0,
+        15,
+        interval=0.2,
+        what="an ISR shrink by the lag model",
+    )
+    changed = [p for p in cluster.get("/v1/topics/fleet-isr")["partitions"] if p["partition_epoch"]]
+    assert changed and all(p["leader"] in ids for p in changed)
+    regs = cluster.registrations()
+    assert not any(regs[b]["fenced"] for b in ids)  # no fence: AlterPartition did it
     proc.signal(signal.SIGTERM)
     code = proc.popen.wait(30)  # type: ignore[union-attr]
     assert code == 0

@@ -68,9 +68,15 @@ def test_corrupt_segment_fails_the_job_naming_file_and_offset(
     msg = user_message(exc.value)
     assert msg is not None
     assert str(seg) in msg and f"at offset {offset}" in msg
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")  # an earlier run's output
+    (out / "mine.txt").write_text("not the job's")
     with pytest.raises(Exception) as exc2:
-        run_job(spark, log, tmp_path / "out", report=False)
+        run_job(spark, log, out, report=False)
     assert str(seg) in (user_message(exc2.value) or "")
+    # never a partial history: neither this run's other files nor an earlier run's
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
 
 
 def test_missing_batches_between_segments_is_an_error(spark: Any, log: Path) -> None:

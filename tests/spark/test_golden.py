@@ -37,6 +37,7 @@ from metadata_log.records import (
     record_fields,
 )
 from spark_replay import history as H
+from spark_replay.cli import TABLES, run_job
 from spark_replay.datasource import read_log
 from tests.spark.logs import Batch, images_by_offset, write_log
 
@@ -127,15 +128,20 @@ STORY: list[Batch] = [
     (
         2,
         100000,
-        [TopicRecord("audit", T2), PartitionRecord(T2, 0, (3,), (3,), leader=3)],
+        [TopicRecord("audit", T2), PartitionRecord(T2, 0, (3, 1), (3,), leader=3)],
         False,
     ),  # 40-41
     (2, 110000, [RemoveTopicRecord(T1)], False),  # 42
     (2, 120000, [UnregisterBrokerRecord(2, 3)], False),  # 43
     (2, 121000, [NoOpRecord()], False),  # 44
+    # a reassignment completes: replica 1 removed, the leader stays (epoch bump)
+    (2, 122000, [pcr(T2, 0, replicas=(3,), leader=3)], False),  # 45
+    # broker 3, the only replica, is fenced, then unfenced: it leads again
+    (2, 125000, [pcr(T2, 0, leader=-1), FenceBrokerRecord(3, 35)], False),  # 46-47
+    (2, 127000, [UnfenceBrokerRecord(3, 35), pcr(T2, 0, leader=3)], False),  # 48-49
     # a transaction still open at the end of the log: not applied (yet)
-    (2, 130000, [BeginTransactionRecord("unfinished")], False),  # 45
-    (2, 130000, [pcr(T2, 0, leader=-1)], False),  # 46
+    (2, 130000, [BeginTransactionRecord("unfinished")], False),  # 50
+    (2, 130000, [pcr(T2, 0, leader=-1)], False),  # 51
 ]
 
 N = None
@@ -155,7 +161,9 @@ BROKERS = [
     (3, 4, "UNFENCED", False, False, "inc-3", N, 7, 27, 3000, 60001),
     (3, 4, "FENCED", True, False, "inc-3", N, 27, 35, 60001, 90000),
     (3, 35, "FENCED", True, False, "inc-3b", "r3", 35, 36, 90000, 91000),
-    (3, 35, "UNFENCED", False, False, "inc-3b", "r3", 36, N, 91000, N),
+    (3, 35, "UNFENCED", False, False, "inc-3b", "r3", 36, 47, 91000, 125000),
+    (3, 35, "FENCED", True, False, "inc-3b", "r3", 47, 48, 125000, 127000),
+    (3, 35, "UNFENCED", False, False, "inc-3b", "r3", 48, N, 127000, N),
 ]
 # topic, topic_id, pid, leader, isr, replicas, lrs, leader_epoch, partition_epoch, start, end, t0, t1
 R0, R1 = [1, 2, 3], [2, 3, 1]
@@ -175,44 +183,71 @@ PARTITIONS = [
     ("orders", T1, 1, 1, [1], R1, 0, 2, 4, 27, 33, 60001, 80000),
     ("orders", T1, 1, -1, [1], R1, 0, 3, 5, 33, 39, 80000, 95000),
     ("orders", T1, 1, 3, [3], R1, 1, 4, 6, 39, 42, 95000, 110000),
-    ("audit", T2, 0, 3, [3], [3], 0, 0, 0, 41, N, 100000, N),
+    ("audit", T2, 0, 3, [3], [3, 1], 0, 0, 0, 41, 45, 100000, 122000),
+    ("audit", T2, 0, 3, [3], [3], 0, 1, 1, 45, 46, 122000, 125000),
+    ("audit", T2, 0, -1, [3], [3], 0, 2, 2, 46, 49, 125000, 127000),
+    ("audit", T2, 0, 3, [3], [3], 0, 3, 3, 49, N, 127000, N),
 ]
-# offset, applied_offset, time, topic, pid, old, new, unclean, cause, cause_broker, leader_epoch
+# offset, applied_offset, time, topic, topic_id, pid, old, new, unclean, cause, cause_broker,
+# leader_epoch
 ELECTIONS = [
-    (9, 9, 4000, "orders", 0, N, 1, False, "CREATE", N, 0),
-    (10, 10, 4000, "orders", 1, N, 2, False, "CREATE", N, 0),
-    (12, 12, 20000, "orders", 0, 1, 2, False, "FENCE", 1, 1),
-    (18, 18, 40000, "orders", 0, 2, 1, False, "ADMIN", N, 2),
-    (21, 21, 50000, "orders", 1, 2, 3, False, "CONTROLLED_SHUTDOWN", 2, 1),
-    (25, 27, 60001, "orders", 1, 3, 1, False, "FENCE", 3, 2),
-    (32, 32, 80000, "orders", 0, 1, -1, False, "FENCE", 1, 3),
-    (33, 33, 80000, "orders", 1, 1, -1, False, "FENCE", 1, 3),
-    (38, 38, 95000, "orders", 0, -1, 3, True, "ADMIN", N, 4),
-    (39, 39, 95000, "orders", 1, -1, 3, True, "ADMIN", N, 4),
-    (41, 41, 100000, "audit", 0, N, 3, False, "CREATE", N, 0),
+    (9, 9, 4000, "orders", T1, 0, N, 1, False, "CREATE", N, 0),
+    (10, 10, 4000, "orders", T1, 1, N, 2, False, "CREATE", N, 0),
+    (12, 12, 20000, "orders", T1, 0, 1, 2, False, "FENCE", 1, 1),
+    (18, 18, 40000, "orders", T1, 0, 2, 1, False, "ADMIN", N, 2),
+    (21, 21, 50000, "orders", T1, 1, 2, 3, False, "CONTROLLED_SHUTDOWN", 2, 1),
+    (25, 27, 60001, "orders", T1, 1, 3, 1, False, "FENCE", 3, 2),
+    (32, 32, 80000, "orders", T1, 0, 1, -1, False, "FENCE", 1, 3),
+    (33, 33, 80000, "orders", T1, 1, 1, -1, False, "FENCE", 1, 3),
+    (38, 38, 95000, "orders", T1, 0, -1, 3, True, "ADMIN", N, 4),
+    (39, 39, 95000, "orders", T1, 1, -1, 3, True, "ADMIN", N, 4),
+    (41, 41, 100000, "audit", T2, 0, N, 3, False, "CREATE", N, 0),
+    (45, 45, 122000, "audit", T2, 0, 3, 3, False, "ALTER_PARTITION", 3, 1),
+    (46, 46, 125000, "audit", T2, 0, 3, -1, False, "FENCE", 3, 2),
+    (49, 49, 127000, "audit", T2, 0, -1, 3, False, "UNFENCE", 3, 3),
 ]
 OFFLINE = [
+    ("audit", T2, 0, 46, 49, 125000, 127000),
     ("orders", T1, 0, 32, 38, 80000, 95000),
     ("orders", T1, 1, 33, 39, 80000, 95000),
 ]
 
 
-@pytest.fixture(scope="module")
-def golden(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+AS_OF = 38  # the state_as_of/ the CLI path writes
+
+
+@pytest.fixture(scope="module", params=["source", "cli"])
+def golden(
+    request: pytest.FixtureRequest, spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """The tables two ways: the data source and in-memory DataFrames ("source"), and
+    the CLI job ("cli": records written per file with pyarrow, tables and report
+    written to Parquet and read back). Every golden check runs on both."""
     data = tmp_path_factory.mktemp("golden")
     # small segments: the story spans several files (and input partitions)
     write_log(data, STORY, segment_bytes=400)
-    records = read_log(spark, data)
-    tables = H.build_tables(spark, records)
-    return {
-        "dir": data,
-        "records": records.collect(),
-        "tables": tables,
-        "brokers": tables.broker_history.collect(),
-        "partitions": tables.partition_history.collect(),
-        "elections": tables.leader_elections.collect(),
-        "offline": tables.offline_partitions.collect(),
-    }
+    out: dict[str, Any] = {"dir": data, "mode": request.param}
+    if request.param == "source":
+        records = read_log(spark, data)
+        tables = H.build_tables(spark, records)
+    else:
+        target = tmp_path_factory.mktemp("golden-out")
+        out["result"] = run_job(spark, data, target, as_of_offset=AS_OF)
+        out["out"] = target
+        records = spark.read.parquet(str(target / "records"))
+        tables = H.Tables(
+            info=H.log_info(records),
+            **{name: spark.read.parquet(str(target / name)) for name in TABLES},
+        )
+    out.update(
+        records=records.collect(),
+        tables=tables,
+        brokers=tables.broker_history.collect(),
+        partitions=tables.partition_history.collect(),
+        elections=tables.leader_elections.collect(),
+        offline=tables.offline_partitions.collect(),
+    )
+    return out
 
 
 def test_segments_are_several_files(golden: dict[str, Any]) -> None:
@@ -306,6 +341,7 @@ def test_leader_elections_every_row(golden: dict[str, Any]) -> None:
             r["applied_offset"],
             r["append_time_ms"],
             r["topic"],
+            r["topic_id"],
             r["partition_id"],
             r["old_leader"],
             r["new_leader"],
@@ -353,8 +389,148 @@ def test_intervals_tile(golden: dict[str, Any]) -> None:
 def test_state_as_of_in_spark(golden: dict[str, Any]) -> None:
     tables = golden["tables"]
     images = images_by_offset(STORY)
-    for off in (26, 27, 29, 38, 44, 46):
+    for off in (26, 27, 29, 38, 44, 46, 49, 51):
         b, p = H.state_as_of(tables.broker_history, tables.partition_history, tables.info, off)
         assert H.rows_state(b.collect(), p.collect()) == H.image_state(images[off])
     with pytest.raises(H.HistoryError):
-        H.state_as_of(tables.broker_history, tables.partition_history, tables.info, 47)
+        H.state_as_of(tables.broker_history, tables.partition_history, tables.info, 52)
+
+
+def _cli(golden: dict[str, Any]) -> Path:
+    if golden["mode"] != "cli":
+        pytest.skip("checks the CLI job's own outputs")
+    return Path(golden["out"])
+
+
+def test_cli_info_from_decode_stats_equals_queried(golden: dict[str, Any]) -> None:
+    """The CLI job's LogInfo (from the decode pass) equals the one queried from records."""
+    _cli(golden)
+    assert golden["result"]["info"] == golden["tables"].info.to_dict()
+
+
+def test_cli_state_as_of(golden: dict[str, Any]) -> None:
+    out = _cli(golden)
+    state = json.loads((out / "state_as_of" / "state.json").read_text())
+    brokers, partitions = H.image_state(images_by_offset(STORY)[AS_OF])
+    assert state["as_of_offset"] == AS_OF
+    assert (state["brokers"], state["partitions"]) == (brokers, partitions)
+
+
+def test_cli_summary(golden: dict[str, Any]) -> None:
+    """summary.json of the story, every figure worked out by hand."""
+    out = _cli(golden)
+    s = json.loads((out / "summary.json").read_text())
+    by_type: dict[str, int] = {}
+    for _e, _t, recs, _c in STORY:
+        for r in recs:
+            by_type[type(r).__name__] = by_type.get(type(r).__name__, 0) + 1
+    assert s["records_by_type"] == by_type
+    log = s["log"]
+    assert (log["first_offset"], log["last_offset"], log["record_count"]) == (0, 51, 52)
+    assert (log["first_time_ms"], log["last_time_ms"]) == (1000, 130000)
+    # applied (23-27), aborted (28-31), unfinished (50-51)
+    assert (log["transactions"], log["aborted_transactions"]) == (3, 2)
+    assert s["brokers"] == {
+        "fences": 5,  # offsets 14, 22 (BrokerRegistrationChange), 26, 34, 47
+        "unfences": 6,  # 5, 6, 7, 15, 36, 48
+        "controlled_shutdowns": 1,
+        "registrations": 4,
+        "unregistrations": 1,
+        "fences_by_broker": {"1": 2, "2": 1, "3": 2},
+        "state_at_end": {"FENCED": 1, "UNFENCED": 1, "UNREGISTERED": 1},
+    }
+    assert s["controller"] == {"leader_changes": 2, "last_raft_epoch": 2}
+    assert s["elections"] == {
+        "total": 11,
+        "clean": 9,
+        "unclean": 2,
+        "leader_lost": 3,
+        "by_cause": {
+            "ADMIN": 3,
+            "ALTER_PARTITION": 1,
+            "CONTROLLED_SHUTDOWN": 1,
+            "CREATE": 3,
+            "FENCE": 5,
+            "UNFENCE": 1,
+        },
+        # minute 1 (60 s to 120 s): offsets 25, 32, 33, 38, 39
+        "busiest_minute": {"start": "1970-01-01T00:01:00.000+00:00", "elections": 5},
+    }
+    assert s["offline"] == {
+        "windows": 3,
+        "partitions_ever_offline": 3,
+        "still_offline_at_end": 0,
+        "max_offline_at_once": 2,
+        "max_offline_at_offset": 33,
+        # orders-0 and orders-1 are both offline for 15 s: the earlier one is named
+        "longest_window": {
+            "topic": "orders",
+            "topic_id": T1,
+            "partition_id": 0,
+            "start_offset": 32,
+            "end_offset": 38,
+            "start_time": "1970-01-01T00:01:20.000+00:00",
+            "duration_ms": 15000,
+            "still_open": False,
+        },
+        "while_running": None,
+    }
+    assert s["at_end"] == {
+        "topics": 1,
+        "partitions": 1,
+        "offline_partitions": 0,
+        "brokers_running": 1,
+        "cluster_stopped": False,
+    }
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 4
+
+
+def test_spark_submit_as_of_time(tmp_path: Path) -> None:
+    """`spark-submit spark_replay/cli.py` with --as-of-time: exit 0, the step lines,
+    and state_as_of equal to the in-process image at the last offset by then."""
+    import os
+    import subprocess
+    import sys
+
+    import spark_replay.cli
+
+    data = tmp_path / "data"
+    write_log(data, STORY, segment_bytes=400)
+    bin_dir = Path(sys.executable).parent
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            str(bin_dir / "spark-submit"),
+            "--master",
+            "local[1]",
+            spark_replay.cli.__file__,
+            "--log-dir",
+            str(data),
+            "--out",
+            str(out),
+            # 95 s after the epoch: offsets 37-39 were appended then, 40 later
+            "--as-of-time",
+            "1970-01-01T00:01:35Z",
+            "--no-report",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert line["records"] == 52 and line["as_of_offset"] == 39
+    # (spark-submit merges the Python driver's stderr into its stdout)
+    assert "spark-replay: records: 52 records" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    state = json.loads((out / "state_as_of" / "state.json").read_text())
+    assert state["as_of_offset"] == 39 and state["as_of_time_ms"] == 95_000
+    assert (state["brokers"], state["partitions"]) == H.image_state(images_by_offset(STORY)[39])

@@ -41,7 +41,7 @@ def test_defaults_are_kafkas() -> None:
     assert spec.controllers == ("http://127.0.0.1:1", "http://127.0.0.1:2")
     s = spec.settings
     assert s.heartbeat_interval_ms == 2000
-    assert s.request_timeout_ms == 2000
+    assert s.request_timeout_ms == 4500  # half the 9 s session, as Kafka's heartbeat channel
     assert s.controlled_shutdown_timeout_ms == 30_000
     assert s.isr.expansion_enabled and s.isr.lag_probability == 0.0
     assert spec.raft.fetch_max_wait_ms == 500
@@ -55,6 +55,10 @@ def test_overrides_and_config_file(tmp_path) -> None:  # noqa: ANN001
     )
     assert spec.settings.heartbeat_interval_ms == 700  # --override wins over the file
     assert spec.settings.rack == "r2"  # the flag wins over both
+    # register/heartbeat requests time out after half the session
+    assert (
+        single("--override", "broker.session.timeout.ms=6000").settings.request_timeout_ms == 3000
+    )
 
 
 def test_simulated_lag_flag_and_fleet_default() -> None:

@@ -20,6 +20,7 @@ from kraft.controller.requests import (
 )
 from metadata_log.image import MetadataImage
 from metadata_log.records import (
+    RECOVERED,
     RECOVERING,
     BrokerRegistrationChangeRecord,
     Endpoint,
@@ -500,3 +501,34 @@ def test_reregistration_of_an_unfenced_broker_moves_its_leaderships_first() -> N
     # and it comes back like any fenced broker: unfenced once caught up, leads again
     h.heartbeat(1, 1600)
     assert h.partition("u", 0).leader == 1
+
+
+def test_unclean_election_on_request_then_recovery_ends_by_alter_partition() -> None:
+    h = Harness(session_timeout_ms=1000)
+    for b in (1, 2, 3):
+        h.unfenced_broker(b)
+    h.create_topic("t", [[1, 2, 3]])
+    h.apply(h.c.alter_partition(alter(h, "t", 0, [1]), 0))  # ISR [1]
+    h.heartbeat(2, 900)
+    h.heartbeat(3, 900)
+    h.apply(h.c.maybe_fence_stale_broker(1100))  # broker 1, the only ISR member
+    assert (h.partition("t", 0).leader, h.partition("t", 0).isr) == (-1, (1,))
+    with pytest.raises(ApiError) as e:  # a clean (preferred) election has nobody
+        h.c.elect_leaders(ElectLeadersRequest("t", 0, "preferred"), 1100)
+    assert e.value.code == "PREFERRED_LEADER_NOT_AVAILABLE"
+    res = h.apply(h.c.elect_leaders(ElectLeadersRequest("t", 0, "unclean"), 1100))
+    p = h.partition("t", 0)
+    assert res.reply["changed"] and (p.leader, p.isr, p.leader_recovery_state) == (
+        2,
+        (2,),
+        RECOVERING,
+    )
+    # While RECOVERING the ISR cannot grow; the leader ends recovery with AlterPartition.
+    with pytest.raises(ApiError) as e:
+        h.c.alter_partition(alter(h, "t", 0, [2, 3]), 1100)
+    assert e.value.code == "INVALID_REQUEST"
+    h.apply(h.c.alter_partition(alter(h, "t", 0, [2], leader_recovery_state=RECOVERED), 1100))
+    p = h.partition("t", 0)
+    assert (p.leader, p.leader_recovery_state) == (2, RECOVERED)
+    h.apply(h.c.alter_partition(alter(h, "t", 0, [2, 3]), 1100))
+    assert h.partition("t", 0).isr == (2, 3) and h.partition("t", 0).leader_epoch == p.leader_epoch

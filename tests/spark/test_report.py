@@ -1,0 +1,97 @@
+"""The summary's reading of the end of a log: was the cluster stopped, and since when."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_replay.report import cluster_stop, key_facts
+
+N = None
+
+
+def rows(*spec: tuple[int, str, int, int | None]) -> list[dict[str, Any]]:
+    """broker_history rows from (broker_id, state, start_offset, end_offset); time = offset."""
+    return [
+        {"broker_id": b, "state": s, "start_offset": o, "end_offset": e, "start_time_ms": o}
+        for b, s, o, e in spec
+    ]
+
+
+def test_a_running_broker_at_the_end_is_no_stop() -> None:
+    assert cluster_stop(rows((1, "FENCED", 0, 2), (1, "UNFENCED", 2, N))) is None
+
+
+def test_no_broker_ever_ran_is_no_stop() -> None:
+    assert cluster_stop(rows((1, "FENCED", 0, N), (2, "FENCED", 1, N))) is None
+
+
+def test_stop_starts_with_the_first_broker_down_after_the_last_unfence() -> None:
+    history = rows(
+        # broker 1 crashes early and comes back at 50: part of the running time
+        (1, "FENCED", 0, 2),
+        (1, "UNFENCED", 2, 10),
+        (1, "FENCED", 10, 50),
+        (1, "UNFENCED", 50, 70),
+        (1, "CONTROLLED_SHUTDOWN", 70, 72),
+        (1, "FENCED", 72, N),
+        # broker 2 is the first down after offset 50
+        (2, "FENCED", 1, 3),
+        (2, "UNFENCED", 3, 60),
+        (2, "CONTROLLED_SHUTDOWN", 60, 61),
+        (2, "FENCED", 61, N),
+        # broker 3 crashed (fenced by session expiry) during the stop
+        (3, "FENCED", 4, 5),
+        (3, "UNFENCED", 5, 65),
+        (3, "FENCED", 65, N),
+    )
+    assert cluster_stop(history) == {
+        "offset": 60,
+        "time_ms": 60,
+        "brokers_left_by": {"CONTROLLED_SHUTDOWN": 2, "FENCED": 1},
+    }
+
+
+def test_key_facts_of_a_stopped_cluster_name_the_running_peak() -> None:
+    window = {
+        "topic": "t",
+        "topic_id": "id",
+        "partition_id": 3,
+        "start_offset": 5,
+        "end_offset": 9,
+        "start_time": "2026-01-01T00:00:00.000+00:00",
+        "duration_ms": 2500,
+        "still_open": False,
+    }
+    summary = {
+        "log": {
+            "record_count": 1000,
+            "first_offset": 0,
+            "last_offset": 999,
+            "first_time": "a",
+            "last_time": "b",
+            "duration_s": 60,
+        },
+        "brokers": {"fences": 3, "unfences": 2, "controlled_shutdowns": 3},
+        "elections": {"clean": 7, "unclean": 1, "busiest_minute": None},
+        "offline": {
+            "max_offline_at_once": 9,
+            "max_offline_at_offset": 990,
+            "longest_window": None,
+            "while_running": {"max_offline_at_once": 2, "longest_window": window},
+        },
+        "at_end": {
+            "topics": 2,
+            "partitions": 9,
+            "offline_partitions": 9,
+            "brokers_running": 0,
+            "note": "No broker is running at the end of the log: the cluster was stopped",
+        },
+    }
+    facts = dict(key_facts(summary))
+    assert facts["Most partitions offline at once"] == (
+        "2 while the cluster ran (9 counting the final stop)"
+    )
+    assert facts["Longest offline window while running"] == (
+        "t-3: 2.5 s, from offset 5 (2026-01-01T00:00:00.000+00:00) until offset 9"
+    )
+    assert facts["Note"].startswith("No broker is running")
