@@ -126,8 +126,14 @@ def derive_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
 
 
 def new_directory_id() -> str:
-    """A random directory id in Kafka's printed Uuid form (22 base64url characters)."""
-    return base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+    """A random directory id in Kafka's printed Uuid form (22 base64url characters).
+
+    Never one starting with "-" (as Kafka's Uuid.randomUuid), which a command line
+    would take for an option (`--directory-id -x...`)."""
+    while True:
+        d = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+        if not d.startswith("-"):
+            return d
 
 
 def _write_meta(path: Path, cluster_id: str, node_id: int, directory_id: str) -> None:

@@ -9,7 +9,12 @@ import time
 import aiohttp
 import pytest
 
-from kraft.server.node import ControllerNode, directory_id_of, format_or_check
+from kraft.server.node import (
+    ControllerNode,
+    directory_id_of,
+    format_or_check,
+    new_directory_id,
+)
 from metadata_log.records import VotersRecord
 from metadata_log.snapshot import read_snapshot
 from tests.unit.server.test_node import Cluster, call, register_body
@@ -23,6 +28,8 @@ def test_format_writes_a_random_directory_id_and_old_directories_get_one(tmp_pat
     format_or_check(b, 1, "cid", True)
     da, db = directory_id_of(a), directory_id_of(b)
     assert len(da) == 22 and da != db  # a new format is a new replica
+    # Never taken for a command-line option.
+    assert not any(new_directory_id().startswith("-") for _ in range(500))
     assert f"directory.id={da}" in (a / "meta.properties").read_text()
     assert directory_id_of(a) == da  # stable across restarts
     # A directory formatted before directory ids existed gets one, kept from then on.
