@@ -841,19 +841,28 @@ class Simulation:
 
     def _replaceable(self, nid: int) -> bool:
         """With KIP-853 a wiped voter is a new replica, so a wipe cannot lose a commit
-        (the old key keeps counting as a voter that never answers) provided every
-        set in use knows the voter's directory id (a static voter with an unknown
-        one would accept the wiped node as itself). It must not cost the quorum its
-        majority either: at most one voter is lost at a time, in sets of 3 or more."""
+        (the old key counts as a voter that never answers until it is removed),
+        provided the voter's directory id is known (a static voter with an unknown
+        one would accept the wiped node as itself). It must not cost the quorum
+        its liveness either: at most one voter is lost at a time, in a set of 3 or
+        more, and only when no voter change is in flight anywhere (every
+        controller up, all holding the committed set): losing a member of an
+        uncommitted smaller set, say {3, 5} while {2, 3, 5} is committed, leaves
+        the node with the longest log unable to win in its set and unwilling to
+        vote for the others, as it would in Kafka."""
         if self.lost_voters():
             return False
-        for vs in self.voter_sets_in_use():
-            v = vs.get(nid)
-            if v is None:
-                continue
-            if not v.directory_id or len(vs) < 3:
+        committed = self.committed_voter_set
+        if len(committed) < 3:
+            return False
+        for cid in self.controller_ids:
+            if cid == nid:
+                continue  # its log goes with the wipe
+            c = self.nodes[cid].core
+            if c is None or c.voter_set != committed:
                 return False
-        return True
+        v = committed.get(nid)
+        return v is None or bool(v.directory_id)
 
     def change_membership(self, rng: random.Random, max_voters: int) -> str | None:
         """Ask the leader for one membership change; returns what was done (or None).
