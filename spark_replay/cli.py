@@ -2,15 +2,22 @@
 
 The Spark batch job of DESIGN 1.6. Also runnable as
 ``spark-submit --master local[4] spark_replay/cli.py --log-dir DIR --out OUT``
-(without --master, the master comes from spark-submit).
+(without --master, the master comes from spark-submit; run it with the project's
+virtualenv active, or PYSPARK_PYTHON set to its python, so that the driver and
+the tasks import `spark_replay`).
 
-Steps: read the log with the `kraft_metadata_log` data source and write `records`
-(one decode pass over the files); read `records` back from Parquet (columnar, no
-Python) and build the history tables, each written to Parquet; optionally the
-state as of an offset or time; then `summary.json` and `report.html`.
+Steps: decode every log file into the `records` table (one Spark task per file,
+see `spark_replay.records`; the same decoder as the `kraft_metadata_log` data
+source); check the as-of point, if any; read `records` back from Parquet
+(columnar, no Python) and build the history tables, each written to Parquet;
+optionally the state as of an offset or time; then `summary.json` and
+`report.html`. Each step prints one line on stderr when done, and Spark's console
+progress bar shows the running stage.
 
-User errors (a missing directory, a corrupt segment, an offset outside the log)
-are one line on stderr and exit status 2, without a Python traceback.
+All or nothing: a failed run leaves none of its outputs behind (nor an earlier
+run's) under OUT. User errors (a missing directory, a corrupt segment, an offset
+outside the log) are one line on stderr and exit status 2, without a Python
+traceback.
 """
 
 from __future__ import annotations

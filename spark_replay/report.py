@@ -51,13 +51,16 @@ def _bucket_ms(info: Any) -> int:
 
 
 def _duration_text(ms: float) -> str:
-    if ms < 1000:
-        return f"{ms:g} ms"
+    """A duration as a reader says it: 29 ms, 4.5 s, 2 min 45 s, 2 h 25 min."""
+    if round(ms) < 1000:
+        return f"{round(ms)} ms"
     if ms < 120_000:
         return f"{ms / 1000:.3g} s"
     if ms < 7_200_000:
-        return f"{ms / 60_000:.3g} min"
-    return f"{ms / 3_600_000:.3g} h"
+        m, sec = divmod(round(ms / 1000), 60)
+        return f"{m} min {sec} s" if sec else f"{m} min"
+    h, m = divmod(round(ms / 60_000), 60)
+    return f"{h} h {m} min" if m else f"{h} h"
 
 
 def _series(deltas: DataFrame, time_col: str, bucket: int, t0: int) -> list[tuple[int, int]]:
@@ -548,7 +551,7 @@ def _window_text(w: dict[str, Any] | None) -> str:
         return "none"
     end = "still open at the end" if w["still_open"] else f"until offset {w['end_offset']}"
     return (
-        f"{w['topic']}-{w['partition_id']}: {w['duration_ms'] / 1000:g} s, "
+        f"{w['topic']}-{w['partition_id']}: {_duration_text(w['duration_ms'])}, "
         f"from offset {w['start_offset']} ({w['start_time']}) {end}"
     )
 
@@ -565,7 +568,11 @@ def key_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
     facts = [
         ("Records", f"{log['record_count']:,}"),
         ("Offsets", f"{log['first_offset']} .. {log['last_offset']}"),
-        ("Time (UTC)", f"{log['first_time']} .. {log['last_time']} ({log['duration_s']:g} s)"),
+        (
+            "Time (UTC)",
+            f"{log['first_time']} .. {log['last_time']} "
+            f"({_duration_text(log['duration_s'] * 1000)})",
+        ),
     ]
     if log.get("snapshot_end_offset") is not None:
         facts.append(("Starts from", f"the snapshot ending at offset {log['snapshot_end_offset']}"))
