@@ -487,6 +487,11 @@ class Simulation:
         c = node.core
         if c is None or node.applied <= node.log.start_offset:
             return None
+        if node.applied > node.log.flushed_offset:
+            # As the node does: a follower may apply committed data it has not
+            # flushed yet; a snapshot of it would outlive a crash that loses the
+            # log's tail, leaving a log that ends below its own snapshot.
+            return None
         sid = c.snapshot_id_at(node.applied)
         data = snapshot_bytes(
             sid.end_offset,
