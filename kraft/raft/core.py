@@ -949,7 +949,13 @@ class RaftCore:
             s.leader_resigned = True
             # The best-placed successor campaigns at once, the others back off by
             # their rank; a voter not in the list waits a normal election timeout.
-            if self.node_id in req.preferred_successors:
+            # An empty list (a leader that came back Resigned after a restart knows
+            # nobody's fetch offset) makes every voter campaign at once, as Kafka's
+            # position-0 backoff does: waiting would only leave the quorum leaderless,
+            # and pre-vote keeps the early campaign from disturbing anything.
+            if not req.preferred_successors:
+                delay = 0
+            elif self.node_id in req.preferred_successors:
                 rank = req.preferred_successors.index(self.node_id)
                 delay = rank * self.config.election_timeout_ms // 2
             else:

@@ -466,6 +466,20 @@ def test_first_successor_campaigns_at_once_others_back_off():
     assert timings[5] >= T  # not listed: a normal election timeout
 
 
+def test_end_quorum_epoch_naming_nobody_makes_every_voter_campaign_at_once():
+    # A leader that comes back Resigned after a restart names no successor; its
+    # followers should not sit out a whole election timeout without a leader.
+    for me in (2, 3):
+        core = make_core(node_id=me, voters=(1, 2, 3))
+        core.handle_request(begin(1, 1), 0, 1)
+        core.ready()
+        core.handle_request(EndQuorumEpochRequest(CLUSTER, 1, 1, ()), 100, 1)
+        assert answers(core.ready(), 1).error == NONE
+        assert core.next_wake_ms() == 100
+        core.tick(100)
+        assert not isinstance(core.state, Follower)  # a pre-vote has started
+
+
 def test_begin_quorum_epoch_is_resent_until_acknowledged():
     core = make_core()
     core.ready()
