@@ -38,7 +38,8 @@ import logging
 import os
 import random
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ from aiohttp import web
 
 from kraft.config import Config, ConfigError, parse_properties
 from kraft.controller.batching import EncodedBatch
-from kraft.controller.quorum_controller import ControllerConfig, QuorumController
+from kraft.controller.quorum_controller import ControllerConfig, ControllerResult, QuorumController
+from kraft.controller.requests import RegisterBrokerRequest
 from kraft.logs import log_state_change
 from kraft.raft.client import CommittedBatch, RaftClient
 from kraft.raft.client import NotLeaderError as RaftNotLeaderError
@@ -227,6 +229,19 @@ class _MeteredController(QuorumController):
     records, the fences and partition leader elections it writes."""
 
     metrics: ControllerMetrics | None = None
+    # The quorum's current voter ids (KIP-853: controllers are added at run time).
+    # Node ids are one namespace, so a registration is checked against them too,
+    # not only against the voters this process was started with.
+    quorum_voter_ids: Callable[[], frozenset[int]] | None = None
+
+    def register_broker(
+        self, req: RegisterBrokerRequest, now_ms: int, next_offset: int
+    ) -> ControllerResult:
+        if self.quorum_voter_ids is not None:
+            ids = self.config.controller_ids | self.quorum_voter_ids()
+            if ids != self.config.controller_ids:
+                self.config = replace(self.config, controller_ids=ids)
+        return super().register_broker(req, now_ms, next_offset)
 
     def replay(self, record: Record, offset: int) -> None:
         if self.active:
@@ -385,6 +400,7 @@ class ControllerNode:
         )
         self.metrics = ControllerMetrics(self._gauges)
         self.controller.metrics = self.metrics
+        self.controller.quorum_voter_ids = self._quorum_voter_ids
         self.service = ControllerService(
             self.controller,
             _RaftWriter(self.raft),
@@ -499,6 +515,10 @@ class ControllerNode:
         elif self._active_from is not None:
             self._active_from = None
             self.service.on_lost_leadership()
+
+    def _quorum_voter_ids(self) -> frozenset[int]:
+        core = self.raft.core
+        return core.voters if core is not None else frozenset()
 
     def _on_raft_state(self, state: str, epoch: int, leader_id: int | None) -> None:
         if state == "candidate":
