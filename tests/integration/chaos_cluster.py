@@ -339,6 +339,23 @@ class FaultInjector:
             self.say(f"graceful restart of {node.name} (exit {code}, new pid {node.pid})")
         self._count(kind)
 
+    def kill_leader(self) -> bool:
+        """kill -9 the Raft leader, restarted a few seconds later; False when no leader
+        is known or a controller is already down. A short run's random faults can miss
+        the leader altogether, and a run without a failover would test little."""
+        c = self.cluster
+        q = c.leader()
+        if q is None or any(c.nodes[n].role == "controller" for n in self.faulted):
+            return False
+        nid = q["node_id"]
+        c.kill9(nid)
+        dur = self.rng.uniform(1.0, 4.0)
+        self.faulted.add(nid)
+        self.pending.append((time.monotonic() + dur, "restart", nid))
+        self._count("kill9")
+        self.say(f"kill -9 the leader {c.nodes[nid].name} (no failover yet); restart in {dur:.1f}s")
+        return True
+
     def heal(self) -> None:
         """Undo every fault now: SIGCONT, heal every link, restart whatever is down."""
         for nid in list(self.cluster.nodes):

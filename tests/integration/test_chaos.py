@@ -137,8 +137,16 @@ def _run_chaos(data_dir: Path) -> ChaosResult:
         watcher.start()
         writer.start()
         end = time.monotonic() + MINUTES * 60
+        # A third of the way in, a run that has seen no failover yet gets one.
+        force_failover_at: float | None = time.monotonic() + MINUTES * 20
         while time.monotonic() < end:
             faults.recover_due(time.monotonic())
+            if (
+                force_failover_at is not None
+                and time.monotonic() >= force_failover_at
+                and (len(watcher.leaders) >= 2 or faults.kill_leader())
+            ):
+                force_failover_at = None
             faults.inject()
             next_fault = min(end, time.monotonic() + rng.uniform(1.5, 4.0))
             while time.monotonic() < next_fault:
