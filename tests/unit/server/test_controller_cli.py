@@ -83,10 +83,14 @@ def test_formats_serves_and_stops_cleanly(tmp_path):
         # The view follows the core at once; the quorum-state file is written (in a
         # thread, before anything of that step is sent) a few ms later.
         qs = data / "quorum-state"
+
+        def persisted_leader() -> int | None:
+            return json.loads(qs.read_text())["leader_id"] if qs.exists() else None
+
         deadline = time.monotonic() + 5
-        while not qs.exists() and time.monotonic() < deadline:
+        while persisted_leader() != 1 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert json.loads(qs.read_text())["leader_id"] == 1
+        assert persisted_leader() == 1
         assert (data / "__cluster_metadata-0").is_dir()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
