@@ -497,17 +497,7 @@ def partition_history(states: DataFrame, names: DataFrame) -> DataFrame:
     """
     intervals = _visible(states).filter(~F.col("removed"))
     return intervals.join(F.broadcast(names), "topic_id", "left").select(
-        "topic",
-        "topic_id",
-        "partition_id",
-        "leader",
-        "isr",
-        "replicas",
-        "removing_replicas",
-        "adding_replicas",
-        "leader_recovery_state",
-        "leader_epoch",
-        "partition_epoch",
+        *_PARTITION_STATE_COLUMNS,
         F.col("at_offset").alias("start_offset"),
         F.col("next_at").alias("end_offset"),
         F.col("at_time").alias("start_time_ms"),
