@@ -540,6 +540,17 @@ class RaftCore:
     # ============================================================== transitions
 
     def _initial_state(self, es: ElectionState) -> QuorumState:
+        log_epoch = self.log.latest_epoch
+        if log_epoch > es.leader_epoch:
+            # The log holds an epoch the quorum-state file never recorded (the file
+            # was lost or restored from an older copy). As Kafka's
+            # QuorumState.initialize does, start Unattached in the log's epoch with
+            # no vote, and write that down: the epoch must never go back.
+            self._persist(ElectionState(log_epoch, None, None))
+            deadline = self._election_timeout() if self.is_voter else None
+            if self.is_voter and self.voters == {self.node_id}:
+                deadline = self._now
+            return Unattached(log_epoch, None, deadline)
         epoch = es.leader_epoch
         if not self.is_voter:
             if es.leader_id is not None and es.leader_id != self.node_id:

@@ -313,6 +313,26 @@ def test_restarted_leader_comes_back_resigned():
     assert r.election_state == ElectionState(6, None, 2)
 
 
+def test_log_epoch_above_the_quorum_state_starts_unattached_in_the_log_epoch():
+    # The log holds epoch 5 but quorum-state says epoch 3 (a lost or stale file):
+    # Kafka's QuorumState.initialize starts Unattached in epoch 5 with no vote.
+    log = build_log([(3, 0, 2), (5, 2, 4)])
+    core = make_core(log=log, es=ElectionState(3, 1, 1))
+    assert isinstance(core.state, Unattached) and core.epoch == 5
+    assert core.state.voted_id is None and core.leader_id is None
+    r = core.ready()
+    assert r.election_state == ElectionState(5, None, None)  # written before anything
+    # A vote in an epoch below the log's is refused; one in 5 for an up-to-date log is granted.
+    core.handle_request(vote(2, 4, 5, 4), 1, 1)
+    assert not answers(core.ready(), 1).vote_granted
+    core.handle_request(vote(2, 5, 5, 4), 2, 2)
+    assert answers(core.ready(), 2).vote_granted
+    # A single voter in that position elects itself at once, in a later epoch.
+    solo = make_core(voters=[1], log=build_log([(3, 0, 2), (5, 2, 4)]), es=ElectionState(3, 1, 1))
+    solo.tick(solo.next_wake_ms())
+    assert solo.is_leader and solo.epoch == 6
+
+
 def test_resigned_leader_campaigns_again_after_the_election_timeout():
     core = make_core(voters=[1], es=ElectionState(3, 1, 1))
     assert isinstance(core.state, Resigned)
