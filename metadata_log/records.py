@@ -423,12 +423,13 @@ def _feature_from_wire(v: Any) -> BrokerFeature:
 class _Codec:
     """Per-class field list, wire conversion and validation, built once."""
 
-    __slots__ = ("cls", "names", "checks", "nested", "min_fields", "decode")
+    __slots__ = ("cls", "names", "defaults", "checks", "nested", "min_fields", "decode")
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
         fs = fields(cls)
         self.names = tuple(f.name for f in fs)
+        self.defaults = tuple((f.name, f.default) for f in fs)
         self.min_fields = sum(
             1
             for f in fs
@@ -461,11 +462,11 @@ class _Codec:
             if i in self.nested:
                 v = [list(_nested_to_wire(x)) for x in v]
             out.append(v)
-        for f in fields(self.cls)[n:]:
-            if getattr(rec, f.name) != f.default:
+        for name, default in self.defaults[n:]:
+            if getattr(rec, name) != default:
                 raise ValueError(
-                    f"{self.cls.__name__} version {version} has no field {f.name}: "
-                    f"cannot write {getattr(rec, f.name)!r}"
+                    f"{self.cls.__name__} version {version} has no field {name}: "
+                    f"cannot write {getattr(rec, name)!r}"
                 )
         return out
 

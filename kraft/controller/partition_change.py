@@ -132,7 +132,11 @@ class PartitionChangeBuilder:
                 # Forcibly shrink the ISR to the new leader: it must recover first.
                 isr = (result.leader,)
                 recovery = RECOVERING
-        elif p.leader >= 0 and set(self._target_replicas) < set(p.replicas):
+        elif (
+            p.leader >= 0
+            and self._target_replicas != p.replicas
+            and set(self._target_replicas) < set(p.replicas)
+        ):
             # Replicas were removed but the leader stays: bump the leader epoch so
             # the removed replicas' fetches are fenced (Kafka's forced bump).
             leader = p.leader

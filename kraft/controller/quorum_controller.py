@@ -108,22 +108,32 @@ class ReplicationIndex:
         new: PartitionRegistration | None,
     ) -> None:
         key = (topic_id, partition_id)
-        if old is not None:
-            for b in old.isr:
-                s = self.in_isr.get(b)
-                if s is not None:
-                    s.discard(key)
-            if old.leader >= 0:
-                self.led_by.get(old.leader, set()).discard(key)
-            else:
-                self.leaderless.discard(key)
-        if new is not None:
-            for b in new.isr:
-                self.in_isr.setdefault(b, set()).add(key)
-            if new.leader >= 0:
-                self.led_by.setdefault(new.leader, set()).add(key)
-            else:
-                self.leaderless.add(key)
+        old_isr = () if old is None else old.isr
+        new_isr = () if new is None else new.isr
+        if old_isr != new_isr:
+            # Only the members that change move (a fence takes one broker out of
+            # 100k ISRs: the others stay put).
+            for b in old_isr:
+                if b not in new_isr:
+                    s = self.in_isr.get(b)
+                    if s is not None:
+                        s.discard(key)
+            for b in new_isr:
+                if b not in old_isr:
+                    self.in_isr.setdefault(b, set()).add(key)
+        old_leader = None if old is None else old.leader
+        new_leader = None if new is None else new.leader
+        if old_leader != new_leader:
+            if old_leader is not None:
+                if old_leader >= 0:
+                    self.led_by.get(old_leader, set()).discard(key)
+                else:
+                    self.leaderless.discard(key)
+            if new_leader is not None:
+                if new_leader >= 0:
+                    self.led_by.setdefault(new_leader, set()).add(key)
+                else:
+                    self.leaderless.add(key)
 
     def leads_any(self, broker_id: int) -> bool:
         return bool(self.led_by.get(broker_id))
@@ -249,18 +259,26 @@ class QuorumController:
         """Kafka's generateLeaderAndIsrUpdates: take a broker out of ISRs and
         leaderships, or elect leaders now that a broker is coming back."""
 
-        def acceptable(b: int) -> bool:
-            if b == broker_to_remove:
-                return False
-            return b == broker_to_add or self._acceptable(b)
+        # Nothing replays while the updates are generated: whether a broker can lead,
+        # and each topic's unclean setting, are computed once, not per partition.
+        acceptable_by_broker: dict[int, bool] = {}
 
+        def acceptable(b: int) -> bool:
+            ok = acceptable_by_broker.get(b)
+            if ok is None:
+                ok = b != broker_to_remove and (b == broker_to_add or self._acceptable(b))
+                acceptable_by_broker[b] = ok
+            return ok
+
+        unclean_by_topic: dict[str, bool] = {}
         out: list[MetadataRecord] = []
         for topic_id, pid in sorted(keys):
             topic = self.image.topics[topic_id]
             p = topic.partitions[pid]
-            builder = PartitionChangeBuilder(
-                p, topic_id, pid, acceptable, self._unclean_enabled(topic.name)
-            )
+            unclean = unclean_by_topic.get(topic_id)
+            if unclean is None:
+                unclean = unclean_by_topic[topic_id] = self._unclean_enabled(topic.name)
+            builder = PartitionChangeBuilder(p, topic_id, pid, acceptable, unclean)
             if broker_to_remove is not None:
                 builder.set_target_isr(isr_without(p.isr, broker_to_remove))
             rec = builder.build()

@@ -2,7 +2,8 @@
 
 One event-queue task serializes every command (Kafka's QuorumController event
 queue). The queue is bounded; heartbeats go in a priority lane so bulk work never
-starves them; every command has a deadline, and one that waited past it is
+starves them (one that finds the priority lane empty runs at once, the order the
+queue would give it); every command has a deadline, and one that waited past it is
 answered REQUEST_TIMED_OUT (a heartbeat's contact was already counted on arrival,
 Kafka bug 15019). A command's records are appended to the Raft log and replayed
 at once (the active controller runs ahead of the commit), and the reply goes out
@@ -200,8 +201,19 @@ class ControllerService:
                 "REQUEST_TIMED_OUT", f"the controller's event queue is full ({self.queue_size})"
             )
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        lane.append(_Event(name, generate, self.clock() + self.request_timeout_ms, fut))
-        self._wakeup.set()
+        ev = _Event(name, generate, self.clock() + self.request_timeout_ms, fut)
+        if priority and not self._priority and self._task is not None:
+            # Nothing is queued ahead of a priority event (the event task serves the
+            # priority lane first and runs each event synchronously), so running it
+            # here is the order the queue would give, without the hop through the
+            # event task: a heartbeat that changes nothing is answered at once, still
+            # serialized with every fence decision.
+            self._run_one(ev)
+        else:
+            lane.append(ev)
+            self._wakeup.set()
+        if fut.done():
+            return fut.result()  # nothing pending before it, or an error
         try:
             return await asyncio.wait_for(asyncio.shield(fut), self.request_timeout_ms / 1000 + 1)
         except TimeoutError:

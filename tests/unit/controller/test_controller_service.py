@@ -182,6 +182,48 @@ async def test_heartbeats_jump_bulk_work() -> None:
         await svc.stop()
 
 
+async def test_heartbeat_runs_at_once_when_nothing_is_ahead_of_it() -> None:
+    """A heartbeat that finds the priority lane empty is answered without a hop
+    through the event task (nothing pending: no suspension at all); one that finds
+    a fence queued waits behind it, as the queue orders them."""
+    h = Harness(session_timeout_ms=1000)
+    h.unfenced_broker(1)
+    h.unfenced_broker(2)
+    svc, writer, clock = make(h, max_idle_interval_ms=0)
+    seen = replayed(h.c)
+    epochs = {b: h.c.image.brokers[b].broker_epoch for b in (1, 2)}
+    order: list[str] = []
+
+    def beat(b: int) -> Any:
+        def gen(c: QuorumController, now: int, off: int) -> ControllerResult:
+            order.append(f"heartbeat-{b}")
+            req = BrokerHeartbeatRequest(b, epochs[b], writer.next_offset(), False, False)
+            return c.heartbeat(req, now)
+
+        return gen
+
+    svc.start()
+    try:
+        coro = svc.write("heartbeat", beat(1), priority=True)
+        with pytest.raises(StopIteration) as done:
+            coro.send(None)  # completes without ever suspending
+        assert done.value.value["is_fenced"] is False and order == ["heartbeat-1"]
+        # Broker 2's session expired at 2000; a fence is queued (deferred event) and
+        # broker 2's late heartbeat arrives behind it: the fence runs first.
+        clock.ms = 2_000
+        svc.note_heartbeat_contact(1, epochs[1])
+        svc._deferred("fence-stale-broker", lambda c, now: c.maybe_fence_stale_broker(now))
+        late = asyncio.ensure_future(svc.write("heartbeat", beat(2), priority=True))
+        await settle()
+        svc.on_committed(writer.next_offset() - 1)
+        reply = await asyncio.wait_for(late, 1)
+        # fenced first, then unfenced by its heartbeat
+        assert [type(r).__name__ for r in seen] == ["FenceBrokerRecord", "UnfenceBrokerRecord"]
+        assert reply["is_fenced"] is False and order[-1] == "heartbeat-2"
+    finally:
+        await svc.stop()
+
+
 async def test_noop_every_idle_interval() -> None:
     h = Harness()
     svc, writer, clock = make(h, max_idle_interval_ms=500)
