@@ -45,6 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 MSGPACK = "application/msgpack"
+FENCES_TOTAL = "kafka_controller_controllerstats_brokerfences_total"
 
 
 def free_ports(n: int) -> list[int]:
@@ -105,6 +106,12 @@ class Cluster:
             )
             logf.close()
 
+    def cpu_seconds(self, node_id: int) -> float:
+        """User + system CPU time the node's process has used so far."""
+        with open(f"/proc/{self.procs[node_id].pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         for p in self.procs.values():
             if p.poll() is None:
@@ -155,8 +162,59 @@ async def metric(session: Any, url: str, name: str, attempts: int = 10) -> float
     return float(m.group(1)) if m else float("nan")
 
 
+class HeartbeatConnection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection with one request in flight, as a broker's.
+
+    The load generator must cost far less than the controller it measures (both
+    share this 2-core machine): requests are pre-framed bytes and replies are
+    parsed just enough for the status and body (aiohttp's client costs about as
+    much per request as the server it would load)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buf = b""
+        self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError("connection closed"))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = self.buf[:end].lower() + b"\r\n"
+        i = head.find(b"content-length:")
+        length = int(head[i + 15 : head.find(b"\r\n", i)]) if i >= 0 else 0
+        if len(self.buf) < end + 4 + length:
+            return
+        status = int(self.buf[9:12])
+        body = self.buf[end + 4 : end + 4 + length]
+        self.buf = self.buf[end + 4 + length :]
+        w, self.waiter = self.waiter, None
+        if w is not None and not w.done():
+            w.set_result((status, body))
+
+    def request(self, head: bytes, body: bytes) -> asyncio.Future[tuple[int, bytes]]:
+        assert self.transport is not None and self.waiter is None
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(head + body)
+        return self.waiter
+
+
 class Brokers:
-    """The broker side: registrations and a heartbeat schedule per broker."""
+    """The broker side: registrations and a heartbeat schedule per broker.
+
+    Heartbeats go over `connections` keep-alive connections; connection k serves
+    the brokers whose schedule index is k modulo the count, in phase order, so
+    each connection sends one heartbeat every interval * connections / brokers."""
 
     def __init__(self, session: Any, url: str, cluster_id: str, interval_s: float) -> None:
         import msgpack
@@ -171,6 +229,7 @@ class Brokers:
         self.lat: list[tuple[float, float]] = []  # (send time, latency)
         self.lag: list[float] = []  # how late the generator sent (its own overload)
         self.errors = 0
+        self.error_codes: dict[str, int] = {}
         self.stop = False
         self._pack = msgpack.packb
         self._unpack = msgpack.unpackb
@@ -215,38 +274,77 @@ class Brokers:
         await asyncio.gather(*(one(b) for b in ids))
         return time.perf_counter() - t
 
-    async def heartbeat_loop(self, bid: int, phase: float) -> None:
-        loop = asyncio.get_running_loop()
-        due = loop.time() + phase
-        while not self.stop:
-            await asyncio.sleep(max(0.0, due - loop.time()))
-            if self.stop:
-                return
-            if bid in self.silent:
-                due += self.interval_s
-                continue
-            now = loop.time()
-            self.lag.append(now - due)
-            t0 = time.perf_counter()
-            body = {
+    def _frame(self, bid: int) -> tuple[bytes, bytes]:
+        body = self._pack(
+            {
                 "broker_id": bid,
                 "broker_epoch": self.epochs[bid],
                 "current_metadata_offset": self.epochs[bid],
                 "want_fence": False,
                 "want_shutdown": False,
             }
-            try:
-                st, _ = await self.post("/v1/brokers/heartbeat", body)
-            except Exception:  # noqa: BLE001 - counted, the schedule goes on
-                st = 0
-            if st == 200:
-                self.last_ok[bid] = t0
-                self.lat.append((t0, time.perf_counter() - t0))
-            else:
-                self.errors += 1
-            due += self.interval_s
-            if due < loop.time() - self.interval_s:
-                due = loop.time()  # far behind: do not burst to catch up
+        )
+        host = self.url.split("//", 1)[1]
+        head = (
+            f"POST /v1/brokers/heartbeat HTTP/1.1\r\nHost: {host}\r\n"
+            f"Content-Type: {MSGPACK}\r\nAccept: {MSGPACK}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        return head, body
+
+    async def connection_loop(self, k: int, ids: list[int], n_conn: int) -> None:
+        """Heartbeats of brokers ids[k], ids[k + n_conn], ... over one connection."""
+        loop = asyncio.get_running_loop()
+        mine = ids[k::n_conn]
+        if not mine:
+            return
+        host, port = self.url.split("//", 1)[1].rsplit(":", 1)
+        frames = {bid: self._frame(bid) for bid in mine}
+        conn: HeartbeatConnection | None = None
+        n = len(ids)
+        step = self.interval_s * n_conn / n  # this connection's spacing
+        due = loop.time() + k * self.interval_s / n
+        i = 0
+        try:
+            while not self.stop:
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                if self.stop:
+                    return
+                bid = mine[i]
+                i = (i + 1) % len(mine)
+                scheduled, due = due, due + step
+                if bid in self.silent:
+                    continue
+                now = loop.time()
+                self.lag.append(now - scheduled)
+                if now > due + self.interval_s:
+                    due = now  # far behind: do not burst to catch up
+                try:
+                    if conn is None or conn.closed.done():
+                        _, conn = await loop.create_connection(HeartbeatConnection, host, int(port))
+                    t0 = time.perf_counter()
+                    st, raw = await asyncio.wait_for(conn.request(*frames[bid]), 30)
+                except (OSError, ConnectionError, TimeoutError):
+                    if conn is not None and conn.transport is not None:
+                        conn.transport.close()
+                    conn = None
+                    self.errors += 1
+                    self.error_codes["connection"] = self.error_codes.get("connection", 0) + 1
+                    continue
+                if st == 200:
+                    self.last_ok[bid] = t0
+                    self.lat.append((t0, time.perf_counter() - t0))
+                else:
+                    self.errors += 1
+                    code = str(st)
+                    with contextlib.suppress(Exception):
+                        code = self._unpack(raw)["error_code"]
+                    self.error_codes[code] = self.error_codes.get(code, 0) + 1
+        finally:
+            # also on cancellation: an open keep-alive connection would hold up the
+            # controllers' graceful shutdown
+            if conn is not None and conn.transport is not None:
+                conn.transport.close()
 
 
 async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -262,6 +360,7 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         },
     )
     out: dict[str, Any] = {}
+    tasks: list[asyncio.Task[None]] = []
     cluster.start()
     conn = aiohttp.TCPConnector(limit=opts.connections)
     session = aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=30))
@@ -284,9 +383,9 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "per_s": round(len(ids) / reg_s, 1),
         }
         n = len(ids)
+        n_conn = min(opts.connections, n)
         tasks = [
-            asyncio.create_task(brokers.heartbeat_loop(b, k * brokers.interval_s / n))
-            for k, b in enumerate(ids)
+            asyncio.create_task(brokers.connection_loop(k, ids, n_conn)) for k in range(n_conn)
         ]
         # Warm-up: every broker unfenced.
         deadline = time.monotonic() + 60 + 2 * opts.interval_ms / 1000
@@ -299,12 +398,23 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             await asyncio.sleep(0.5)
         brokers.lat.clear()
         brokers.lag.clear()
+        brokers.error_codes.clear()
         errors0 = brokers.errors
+        fences0 = await metric(control, url, FENCES_TOTAL)
+        commit0 = await commit_latency(control, url)
+        gc0 = await histogram(control, url, GC_PAUSE)
+        cpu0 = {i: cluster.cpu_seconds(i) for i in cluster.procs}
+        gen0 = time.process_time()
         t_start = time.perf_counter()
         await asyncio.sleep(opts.duration)
         elapsed = time.perf_counter() - t_start
+        cpu = {i: cluster.cpu_seconds(i) - cpu0[i] for i in cluster.procs}
+        gen_cpu = time.process_time() - gen0
+        commit1 = await commit_latency(control, url)
+        gc1 = await histogram(control, url, GC_PAUSE)
         window = [lat for t, lat in brokers.lat if t >= t_start]
         fenced = await metric(control, url, "kafka_controller_kafkacontroller_fencedbrokercount")
+        fences = await metric(control, url, FENCES_TOTAL) - fences0
         out["heartbeats"] = {
             "brokers": n,
             "interval_ms": opts.interval_ms,
@@ -315,16 +425,43 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "latency": lat_stats(window),
             "generator_lag_p99_ms": round(pct([x * 1000 for x in brokers.lag], 0.99), 2),
             "errors": brokers.errors - errors0,
-            "spurious_fences": int(fenced),
+            "error_codes": dict(brokers.error_codes),
+            # every fence in the window is spurious: all brokers kept heartbeating
+            "spurious_fences": int(fences),
+            "fenced_at_window_end": int(fenced),
+            # where the CPU went during the window (cores = CPU seconds / wall seconds)
+            "cpu_cores": {
+                "active_controller": round(cpu[active] / elapsed, 2),
+                "standby_controllers": [
+                    round(cpu[i] / elapsed, 2) for i in sorted(cpu) if i != active
+                ],
+                "load_generator": round(gen_cpu / elapsed, 2),
+            },
+            "active_cpu_us_per_heartbeat": (
+                round(cpu[active] / len(window) * 1e6, 1) if window else None
+            ),
+            "active_full_gc": {
+                "collections": int(gc1[0] - gc0[0]),
+                "total_ms": round(gc1[1] - gc0[1], 1),
+            },
+            "commit_latency_mean_ms": (
+                round((commit1[1] - commit0[1]) / (commit1[0] - commit0[0]), 2)
+                if commit1[0] > commit0[0]
+                else None
+            ),
         }
         print(json.dumps({"partial": out}), file=sys.stderr, flush=True)  # survives a kill
+        if opts.skip_fences:
+            return out
 
         # ---- fence detection -> commit
         detect: list[float] = []
+        decide_to_commit: list[float] = []
         for bid in ids[:3]:
             before = await metric(
                 control, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
             )
+            fc0 = await fence_commits(control, url)
             brokers.silent.add(bid)
             await asyncio.sleep(0.01)
             # Bounded: under overload other brokers' fences and unfences move the count too.
@@ -340,13 +477,18 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 await asyncio.sleep(0.005)
             if seen is not None:
                 detect.append(seen - (brokers.last_ok[bid] + session_ms / 1000))
+            ms = await fence_commit_ms(control, url, fc0)
+            if ms is not None:
+                decide_to_commit.append(ms)
         out["fence_detection"] = {
             "fences": len(detect),
             "median_ms_after_session_expiry": (
                 round(statistics.median(detect) * 1000, 1) if detect else None
             ),
             "all_ms": [round(d * 1000, 1) for d in detect],
-            "note": "measured to a standby's committed image; includes up to 5 ms of polling",
+            "note": "session expiry (last heartbeat + session timeout) until a standby's "
+            "committed image shows the fence; includes up to 5 ms of polling",
+            "decision_to_commit_ms": [round(x, 1) for x in decide_to_commit],
         }
 
         # ---- fence of a broker leading 100k partitions
@@ -364,6 +506,7 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         before = await metric(
             control, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
         )
+        fc0 = await fence_commits(control, url)
         brokers.silent.add(victim)
         await asyncio.sleep(0.01)
         give_up = time.perf_counter() + session_ms / 1000 + 60
@@ -378,28 +521,76 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             await asyncio.sleep(0.005)
         expiry = brokers.last_ok[victim] + session_ms / 1000
         during = [lat for t0, lat in brokers.lat if expiry - 0.5 <= t0 <= seen + 0.5]
+        decide_ms = await fence_commit_ms(control, url, fc0)
         offline = await metric(
             control, standby, "kafka_controller_kafkacontroller_offlinepartitionscount"
         )
         out["fence_100k_partitions"] = {
             "partitions_led": opts.big_partitions,
             "topic_create_s": round(create_s, 2),
-            "fence_committed_ms_after_session_expiry": round((seen - expiry) * 1000, 1),
+            "fence_decision_to_commit_ms": decide_ms,
+            "fence_visible_on_standby_ms_after_session_expiry": round((seen - expiry) * 1000, 1),
             "other_heartbeats_during": lat_stats(during),
             "offline_partitions_after": int(offline),
         }
-        brokers.stop = True
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_tasks(tasks)
         fenced = await metric(control, url, "kafka_controller_kafkacontroller_fencedbrokercount")
         out["heartbeats"]["fenced_at_end"] = int(fenced)
         out["heartbeats"]["deliberately_fenced"] = 4
     finally:
+        await stop_tasks(tasks)
         await session.close()
         await control.close()
         cluster.stop()
     return out
+
+
+FENCE_COMMIT = "kraft_controller_fence_commit_ms"
+COMMIT_LATENCY = "kafka_server_raft_metrics_commit_latency_ms"
+
+
+GC_PAUSE = "kraft_python_gc_full_collection_ms"
+
+
+async def histogram(session: Any, url: str, name: str) -> tuple[float, float]:
+    """(count, sum) of a histogram of the node at `url`."""
+    return (
+        await metric(session, url, name + "_count"),
+        await metric(session, url, name + "_sum"),
+    )
+
+
+async def commit_latency(session: Any, url: str) -> tuple[float, float]:
+    """(count, sum of ms) of the active controller's append -> commit histogram."""
+    return await histogram(session, url, COMMIT_LATENCY)
+
+
+async def fence_commits(session: Any, url: str) -> tuple[float, float]:
+    """(count, sum of ms) of the active controller's fence decision -> commit histogram."""
+    return (
+        await metric(session, url, FENCE_COMMIT + "_count"),
+        await metric(session, url, FENCE_COMMIT + "_sum"),
+    )
+
+
+async def fence_commit_ms(
+    session: Any, url: str, before: tuple[float, float], timeout_s: float = 60
+) -> float | None:
+    """The mean decision -> commit time of the fences committed since `before`
+    (one fence in the phases that use it), waiting for the next (bounded)."""
+    give_up = time.perf_counter() + timeout_s
+    while time.perf_counter() < give_up:
+        count, total = await fence_commits(session, url)
+        if count > before[0]:
+            return round((total - before[1]) / (count - before[0]), 1)
+        await asyncio.sleep(0.1)
+    return None
+
+
+async def stop_tasks(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 # =============================================================== 2M partitions
@@ -501,11 +692,16 @@ def main() -> int:
     ap.add_argument("--interval-ms", type=int, default=2000)
     ap.add_argument("--session-ms", type=int, default=9000)
     ap.add_argument("--duration", type=float, default=300.0, help="heartbeat window (s)")
-    ap.add_argument("--connections", type=int, default=200, help="HTTP connections of the load")
+    ap.add_argument(
+        "--connections", type=int, default=1000, help="keep-alive connections of the load"
+    )
     ap.add_argument("--big-partitions", type=int, default=100_000)
     ap.add_argument("--snapshot-partitions", type=int, default=2_000_000)
     ap.add_argument("--skip-cluster", action="store_true")
     ap.add_argument("--skip-snapshot", action="store_true")
+    ap.add_argument(
+        "--skip-fences", action="store_true", help="only the heartbeat phase of the cluster"
+    )
     ap.add_argument("--quick", action="store_true", help="30 s window, 200k-partition snapshot")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--snapshot-worker", type=int, help=argparse.SUPPRESS)

@@ -62,6 +62,8 @@ class BrokerHeartbeatManager:
         return self._brokers.get(broker_id)
 
     def _set_contact(self, s: BrokerHeartbeatState, now_ms: int) -> None:
+        if now_ms == s.last_contact_ms:
+            return  # a heartbeat's contact was already noted as it arrived
         if not s.fenced:
             self._unfenced.remove((s.last_contact_ms, s.broker_id))
             self._unfenced.add((now_ms, s.broker_id))

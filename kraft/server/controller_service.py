@@ -89,6 +89,7 @@ class ControllerService:
         clock: Callable[[], int] = wall_ms,
         on_event_time: Callable[[str, float], None] | None = None,
         on_commit_latency: Callable[[float], None] | None = None,
+        on_fence_committed: Callable[[int, int, float], None] | None = None,
     ) -> None:
         self.controller = controller
         self.writer = writer
@@ -99,6 +100,8 @@ class ControllerService:
         self.clock = clock
         self._on_event_time = on_event_time
         self._on_commit_latency = on_commit_latency
+        # (broker id, records, ms from the fence decision until its records committed)
+        self._on_fence_committed = on_fence_committed
         # Invariant: only the event task pops these; both are bounded by queue_size.
         self._priority: deque[_Event] = deque()
         self._normal: deque[_Event] = deque()
@@ -308,17 +311,45 @@ class ControllerService:
     # ---------------------------------------------------------------- timers
 
     def _deferred(
-        self, name: str, fn: Callable[[QuorumController, int], ControllerResult | None]
+        self,
+        name: str,
+        fn: Callable[[QuorumController, int], ControllerResult | None],
+        on_committed: Callable[[Any, float], None] | None = None,
     ) -> None:
-        """Queue a deferred event; its reply is dropped (nobody waits for it)."""
+        """Queue a deferred event; nobody waits for its reply. `on_committed(reply,
+        seconds)` hears when its records commit, timed from when the event ran."""
+        ran_at: list[float] = []
 
         def generate(c: QuorumController, now: int, off: int) -> ControllerResult:
+            ran_at.append(time.perf_counter())
             return fn(c, now) or ControllerResult(())
 
+        def done(f: asyncio.Future[Any]) -> None:
+            if f.cancelled() or f.exception() is not None:
+                return
+            if on_committed is not None and ran_at:
+                on_committed(f.result(), time.perf_counter() - ran_at[0])
+
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        fut.add_done_callback(lambda f: f.exception() if not f.cancelled() else None)
+        fut.add_done_callback(done)
         self._priority.append(_Event(name, generate, self.clock() + self.request_timeout_ms, fut))
         self._wakeup.set()
+
+    def _fence_committed(self, reply: Any, seconds: float) -> None:
+        if not reply:
+            return  # the check found nobody stale
+        ms = round(seconds * 1000, 1)
+        log.info(
+            "fence committed",
+            extra={
+                "event": "broker_fence_committed",
+                "broker_id": reply["fenced_broker"],
+                "records": reply["records"],
+                "ms_since_decision": ms,
+            },
+        )
+        if self._on_fence_committed is not None:
+            self._on_fence_committed(reply["fenced_broker"], reply["records"], ms)
 
     async def _timers(self) -> None:
         """Fence checks and NoOps, as deferred events through the queue."""
@@ -328,7 +359,7 @@ class ControllerService:
             if self.controller.active:
                 check = self.controller.next_fence_check_ms()
                 if check is not None and check <= now:
-                    self._deferred("fence-stale-broker", _fence_one)
+                    self._deferred("fence-stale-broker", _fence_one, self._fence_committed)
                     await self._drained()
                     continue
                 if check is not None:
@@ -360,5 +391,8 @@ def _fence_one(c: QuorumController, now: int) -> ControllerResult | None:
                 "broker_id": result.reply["fenced_broker"],
                 "records": len(result.records),
             },
+        )
+        result = ControllerResult(
+            result.records, {**result.reply, "records": len(result.records)}, result.atomic
         )
     return result

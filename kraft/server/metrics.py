@@ -7,6 +7,8 @@ happen. One registry per process.
 
 from __future__ import annotations
 
+import gc
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -101,11 +103,45 @@ class ControllerMetrics:
             ["unclean"],
             registry=self.registry,
         )
+        self.fence_commit = Histogram(
+            "kraft_controller_fence_commit_ms",
+            "time from a fence decision (the stalest broker's check) until its records "
+            "(partition changes, then FenceBrokerRecord) committed (ms)",
+            buckets=LATENCY_BUCKETS_MS,
+            registry=self.registry,
+        )
         self.fences = Counter(
             "kafka_controller_controllerstats_brokerfences",
             "brokers fenced by this controller for missing their session",
             registry=self.registry,
         )
+
+        self.gc_pause = Histogram(
+            "kraft_python_gc_full_collection_ms",
+            "pauses of the interpreter's full (generation 2) garbage collections (ms): "
+            "they stop the event loop, so they show in request latency",
+            buckets=LATENCY_BUCKETS_MS,
+            registry=self.registry,
+        )
+        self._gc_started: float | None = None
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        elif self._gc_started is not None:
+            self.gc_pause.observe((time.perf_counter() - self._gc_started) * 1000)
+            self._gc_started = None
+
+    def watch_gc(self) -> None:
+        """Time full collections (gc.callbacks) until `unwatch_gc`."""
+        if self._on_gc not in gc.callbacks:
+            gc.callbacks.append(self._on_gc)
+
+    def unwatch_gc(self) -> None:
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -409,6 +409,7 @@ class ControllerNode:
             max_idle_interval_ms=s.get("metadata.max.idle.interval.ms", 500),
             on_event_time=lambda _name, ms: self.metrics.event_queue_time.observe(ms),
             on_commit_latency=self.metrics.commit_latency.observe,
+            on_fence_committed=lambda _b, _n, ms: self.metrics.fence_commit.observe(ms),
         )
         self.raft.register_listener(self)
         self.raft.on_state_change = self._on_raft_state
@@ -446,6 +447,7 @@ class ControllerNode:
             await self._runner.cleanup()
             raise OSError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
         self.service.start()
+        self.metrics.watch_gc()
         await self.raft.start(process_start_ms())
         log.info(
             "controller started",
@@ -465,6 +467,7 @@ class ControllerNode:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        self.metrics.unwatch_gc()
         await self.service.stop()
         await self.raft.shutdown(timeout_s)
         if self._snapshot_task is not None:

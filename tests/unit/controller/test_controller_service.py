@@ -224,6 +224,29 @@ async def test_heartbeat_runs_at_once_when_nothing_is_ahead_of_it() -> None:
         await svc.stop()
 
 
+async def test_fence_commit_time_is_reported_once_committed() -> None:
+    """The timer fences the stale broker; the hook hears of it only at commit."""
+    h = Harness(session_timeout_ms=1000)
+    h.unfenced_broker(1)
+    heard: list[tuple[int, int, float]] = []
+    svc, writer, clock = make(
+        h, max_idle_interval_ms=0, on_fence_committed=lambda b, n, ms: heard.append((b, n, ms))
+    )
+    clock.ms = 2_000  # broker 1's session (from activation at 1000) expires now
+    svc.start()
+    try:
+        for _ in range(200):  # bounded: 2 s of real time
+            if h.c.image.brokers[1].fenced:
+                break
+            await asyncio.sleep(0.01)
+        assert h.c.image.brokers[1].fenced and heard == []  # replayed, not committed
+        svc.on_committed(writer.next_offset() - 1)
+        await settle()
+        assert [(b, n) for b, n, _ in heard] == [(1, 1)] and heard[0][2] >= 0
+    finally:
+        await svc.stop()
+
+
 async def test_noop_every_idle_interval() -> None:
     h = Harness()
     svc, writer, clock = make(h, max_idle_interval_ms=500)
