@@ -868,6 +868,18 @@ class RaftCore:
             # We heard from a live leader within the fetch timeout: a node that
             # rejoins after a partition must not unseat it (whatever epoch it asks).
             return False
+        if isinstance(s, Prospective) and req.candidate_epoch == s.epoch + 1:
+            # Two prospectives of the same epoch. Followers of a leader that died
+            # time out together (their fetch deadlines are set by the same
+            # responses), so if each granted the other both would become
+            # candidates and split the vote, costing an election timeout. Pre-votes
+            # bind nothing, so break the tie with a total order: grant only a log
+            # strictly more up to date, or an equal one from a lower node id. The
+            # first in that order collects every prospective's grant; if it cannot
+            # win, its rivals lose their pre-vote election, follow again and grant.
+            mine = (self._last_epoch(), self.log.end_offset)
+            theirs = (req.last_offset_epoch, req.last_offset)
+            return theirs > mine or (theirs == mine and req.candidate_id < self.node_id)
         return self._log_up_to_date(req.last_offset_epoch, req.last_offset)
 
     def _vote(self, req: VoteRequest) -> bool:

@@ -248,13 +248,41 @@ def test_follower_with_a_live_leader_rejects_prevotes_until_it_resigns():
 
 
 def test_follower_that_lost_its_leader_grants_prevotes():
-    core = make_core(node_id=2)
+    core = make_core(node_id=3)
     core.handle_request(begin(1, 1), 10, 1)
     core.ready()
     core.tick(10 + CONFIG.fetch_timeout_ms)  # no fetch answered since
     assert isinstance(core.state, Prospective)
-    core.handle_request(vote(3, 2, pre=True), 10 + CONFIG.fetch_timeout_ms, 2)
+    core.handle_request(vote(2, 2, pre=True), 10 + CONFIG.fetch_timeout_ms, 2)
     assert answers(core.ready(), 2).vote_granted
+
+
+def test_prospectives_of_one_epoch_break_the_tie_so_only_one_becomes_candidate():
+    # Followers of a dead leader time out together. If each prospective granted
+    # the other, both would become candidates and split the vote.
+    def prospective(node_id: int, log=None):
+        core = make_core(node_id=node_id, log=log)
+        core.handle_request(begin(1, 1), 10, 1)
+        core.ready()
+        core.tick(10 + CONFIG.fetch_timeout_ms)
+        assert isinstance(core.state, Prospective)
+        core.ready()
+        return core
+
+    now = 10 + CONFIG.fetch_timeout_ms
+    two, three = prospective(2), prospective(3)
+    two.handle_request(vote(3, 2, pre=True), now, 1)  # equal logs, higher id: no
+    assert not answers(two.ready(), 1).vote_granted
+    three.handle_request(vote(2, 2, pre=True), now, 1)  # equal logs, lower id: yes
+    assert answers(three.ready(), 1).vote_granted
+    assert isinstance(two.state, Prospective) and isinstance(three.state, Prospective)
+    # A strictly more up-to-date log wins whatever its id.
+    behind = prospective(2)
+    behind.handle_request(vote(3, 2, 1, 5, pre=True), now, 1)
+    assert answers(behind.ready(), 1).vote_granted
+    ahead = prospective(2, log=build_log([(1, 0, 5)]))
+    ahead.handle_request(vote(3, 2, 1, 4, pre=True), now, 1)
+    assert not answers(ahead.ready(), 1).vote_granted
 
 
 def test_restarted_follower_has_not_heard_from_its_leader_and_grants_prevotes():
