@@ -46,7 +46,7 @@ def isr_without(isr: Sequence[int], broker_id: int) -> tuple[int, ...]:
     """The ISR without `broker_id`; Kafka 3.x keeps the last member (no ELR yet)."""
     if broker_id not in isr:
         return tuple(isr)
-    rest = tuple(b for b in isr if b != broker_id)
+    rest = tuple([b for b in isr if b != broker_id])
     return rest if rest else tuple(isr)
 
 
@@ -98,25 +98,30 @@ class PartitionChangeBuilder:
 
     # ---------------------------------------------------------------- election
 
-    def _valid_new_leader(self, replica: int) -> bool:
-        return replica in self._target_isr and self._acceptable(replica)
+    def _elect(self) -> tuple[int, bool]:
+        """(leader, unclean). Runs once per partition of a fence (100k for a big
+        broker): no per-replica method calls, no result object."""
+        isr = self._target_isr
+        ok = self._acceptable
+        replicas = self._target_replicas
+        if self._election is Election.PREFERRED and replicas:
+            preferred = replicas[0]
+            if preferred in isr and ok(preferred):
+                return preferred, False
+        current = self._partition.leader
+        if current >= 0 and current in isr and ok(current):
+            return current, False
+        for replica in replicas:
+            if replica in isr and ok(replica):
+                return replica, False
+        if self._election is Election.UNCLEAN:
+            for replica in replicas:
+                if ok(replica):
+                    return replica, True
+        return NO_LEADER, False
 
     def elect_leader(self) -> ElectionResult:
-        current = self._partition.leader
-        if self._election is Election.PREFERRED and self._target_replicas:
-            preferred = self._target_replicas[0]
-            if self._valid_new_leader(preferred):
-                return ElectionResult(preferred, False)
-        if current >= 0 and self._valid_new_leader(current):
-            return ElectionResult(current, False)
-        for replica in self._target_replicas:
-            if self._valid_new_leader(replica):
-                return ElectionResult(replica, False)
-        if self._election is Election.UNCLEAN:
-            for replica in self._target_replicas:
-                if self._acceptable(replica):
-                    return ElectionResult(replica, True)
-        return ElectionResult(NO_LEADER, False)
+        return ElectionResult(*self._elect())
 
     # ---------------------------------------------------------------- build
 
@@ -125,12 +130,12 @@ class PartitionChangeBuilder:
         leader = NO_LEADER_CHANGE
         isr = self._target_isr
         recovery = self._target_recovery
-        result = self.elect_leader()
-        if result.leader != p.leader:
-            leader = result.leader
-            if result.unclean:
+        new_leader, unclean = self._elect()
+        if new_leader != p.leader:
+            leader = new_leader
+            if unclean:
                 # Forcibly shrink the ISR to the new leader: it must recover first.
-                isr = (result.leader,)
+                isr = (new_leader,)
                 recovery = RECOVERING
         elif (
             p.leader >= 0
