@@ -103,8 +103,6 @@ class ControllerMetrics:
             ["unclean"],
             registry=self.registry,
         )
-        self.clean_elections = self.partition_elections.labels(unclean="false")
-        self.unclean_elections = self.partition_elections.labels(unclean="true")
         self.fence_commit = Histogram(
             "kraft_controller_fence_commit_ms",
             "time from a fence decision (the stalest broker's check) until its records "

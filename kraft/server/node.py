@@ -256,8 +256,7 @@ class _MeteredController(QuorumController):
             m.fences.inc()
         elif t is PartitionChangeRecord and record.leader != -2:  # type: ignore[union-attr]
             unclean = record.leader_recovery_state == RECOVERING  # type: ignore[union-attr]
-            # the labelled children, looked up once: a fence may elect 100k leaders
-            (m.unclean_elections if unclean else m.clean_elections).inc()
+            m.partition_elections.labels(unclean=str(unclean).lower()).inc()
 
     def replay_batch(
         self, base_offset: int, records: Iterable[Record], append_time_ms: int = 0
@@ -286,9 +285,9 @@ class _MeteredController(QuorumController):
         if fences:
             m.fences.inc(fences)
         if clean:
-            m.clean_elections.inc(clean)
+            m.partition_elections.labels(unclean="false").inc(clean)
         if unclean:
-            m.unclean_elections.inc(unclean)
+            m.partition_elections.labels(unclean="true").inc(unclean)
 
     def _topic_name(self, topic_id: str) -> str | None:
         topic = self.image.topics.get(topic_id)
