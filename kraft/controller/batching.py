@@ -19,6 +19,7 @@ from metadata_log.records import (
     EndTransactionRecord,
     MetadataRecord,
     encode_record,
+    record_version,
 )
 
 DEFAULT_MAX_BATCH_BYTES = 8 * 1024 * 1024
@@ -48,7 +49,19 @@ def to_batches(
     if not records:
         return BatchPlan([], [])
     mv = metadata_version
-    encoded = [encode_record(r, metadata_version=mv) for r in records]
+    # The version each record class is written at, looked up once per class (a
+    # fence of a big broker is 100k records of one class).
+    versions: dict[type, int] = {}
+    encoded = []
+    for r in records:
+        if mv is None:
+            encoded.append(encode_record(r))
+            continue
+        t = type(r)
+        v = versions.get(t)
+        if v is None:
+            v = versions[t] = record_version(t, mv)
+        encoded.append(encode_record(r, v))
     room = max_batch_bytes - HEADER_SIZE
     if sum(len(e) for e in encoded) <= room:
         return BatchPlan([EncodedBatch(b"".join(encoded), len(encoded))], list(records))
