@@ -30,8 +30,16 @@ chaos: install
 	CHAOS_MINUTES=$(CHAOS_MINUTES) CHAOS_SEED=$${CHAOS_SEED:-random} \
 		$(BIN)/python -m pytest -q -p no:cacheprovider -s tests/integration/test_chaos.py
 
+# Every benchmark in turn, each printing its JSON (full runs take about half an hour;
+# QUICK=1 runs each briefly, a smoke test). BENCH=raft_bench runs one.
+BENCH ?= log_bench purgatory_bench raft_bench controller_bench fleet_bench replay_bench
 bench: install
-	$(BIN)/python benchmarks/log_bench.py
+	@set -e; for b in $(BENCH); do \
+		q=""; if [ -n "$(QUICK)" ]; then case $$b in \
+			replay_bench) q="--records 100000 --no-report-run";; *) q="--quick";; esac; fi; \
+		echo "== benchmarks/$$b.py $$q" >&2; \
+		$(BIN)/python benchmarks/$$b.py $$q; \
+	done
 
 lint: install
 	$(BIN)/ruff check .

@@ -337,7 +337,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=10_000, help="parked fetches")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="1,000 fetches, one run (a smoke test)")
     args = ap.parse_args()
+    if args.quick:
+        args.n, args.runs = 1_000, 1
     n, rounds = args.n, args.rounds
     out = {
         "benchmark": "purgatory",
