@@ -323,7 +323,9 @@ class Brokers:
                     if conn is None or conn.closed.done():
                         _, conn = await loop.create_connection(HeartbeatConnection, host, int(port))
                     t0 = time.perf_counter()
-                    st, raw = await asyncio.wait_for(conn.request(*frames[bid]), 30)
+                    # no per-request timer (it costs the generator): a reply that
+                    # never comes stalls this connection, which the lag figures show
+                    st, raw = await conn.request(*frames[bid])
                 except (OSError, ConnectionError, TimeoutError):
                     if conn is not None and conn.transport is not None:
                         conn.transport.close()
