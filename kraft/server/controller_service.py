@@ -76,6 +76,22 @@ class _Event:
     enqueued_ms: int = field(default_factory=wall_ms)
 
 
+# Records replayed between two yields to the event loop (a few ms of work).
+REPLAY_CHUNK = 2048
+
+
+@dataclass
+class _PendingReplay:
+    base: int
+    records: list[MetadataRecord]
+    done: int  # how many are replayed
+    now_ms: int
+    last: int
+    future: asyncio.Future[Any] | None = None
+    reply: Any = None
+    started: float = 0.0
+
+
 class ControllerService:
     def __init__(
         self,
@@ -111,6 +127,14 @@ class ControllerService:
         self._task: asyncio.Task[None] | None = None
         self._timer_task: asyncio.Task[None] | None = None
         self._last_write_ms = 0
+        # A large write (a fence of a broker leading 100k partitions) is appended at
+        # once but replayed REPLAY_CHUNK records at a time, yielding to the loop in
+        # between so Raft keeps serving fetches (a loop stopped for longer than the
+        # followers' fetch timeout loses the leadership). Until it is done no other
+        # event runs and no reply or read sees the image.
+        self._replay: _PendingReplay | None = None
+        self._replay_idle = asyncio.Event()
+        self._replay_idle.set()
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -163,6 +187,10 @@ class ControllerService:
 
     def on_lost_leadership(self) -> None:
         committed = self.writer.committed_offset()
+        if self._replay is not None:
+            # Everything appended is replayed, so that the revert below leaves exactly
+            # the committed records (some of the appended ones may have committed).
+            self._finish_replay_now()
         if self.controller.active:
             self.controller.deactivate(committed)
             log.info(
@@ -181,6 +209,12 @@ class ControllerService:
             _, fut, _, _ = self._waiting.popleft()
             if not fut.done():
                 fut.set_exception(err)
+        if self._replay is not None:
+            fut = self._replay.future
+            if fut is not None and not fut.done():
+                fut.set_exception(err)
+            self._replay = None
+            self._replay_idle.set()
 
     def on_committed(self, committed_offset: int) -> None:
         """The high watermark moved: answer the replies whose records committed."""
@@ -205,13 +239,15 @@ class ControllerService:
             )
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         ev = _Event(name, generate, self.clock() + self.request_timeout_ms, fut)
-        if priority and not self._priority and self._task is not None:
+        if priority and not self._priority and self._replay is None and self._task is not None:
             # Nothing is queued ahead of a priority event (the event task serves the
             # priority lane first and runs each event synchronously), so running it
             # here is the order the queue would give, without the hop through the
             # event task: a heartbeat that changes nothing is answered at once, still
             # serialized with every fence decision.
             self._run_one(ev)
+            if self._replay is not None:
+                self._wakeup.set()  # the event task finishes a large replay
         else:
             lane.append(ev)
             self._wakeup.set()
@@ -229,6 +265,8 @@ class ControllerService:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._wait_for(self.writer.next_offset() - 1, fut, None, time.perf_counter())
         await asyncio.wait_for(fut, self.request_timeout_ms / 1000)
+        # the records may commit before the active controller has replayed them all
+        await asyncio.wait_for(self._replay_idle.wait(), self.request_timeout_ms / 1000)
 
     async def read_image(self, standby: bool = False) -> MetadataImage:
         if not self.controller.active:
@@ -250,18 +288,51 @@ class ControllerService:
             return
         self._waiting.append((offset, fut, value, started))
 
-    def _append_and_replay(self, result: ControllerResult, now_ms: int) -> int:
-        """Append the result's records and replay them at their offsets; returns the last offset."""
+    def _append_and_replay(
+        self, result: ControllerResult, now_ms: int, *, chunked: bool = False
+    ) -> int:
+        """Append the result's records and replay them at their offsets; returns the
+        last offset. `chunked`: a large result's replay is only started here and
+        finished by the event task (`_continue_replay`)."""
         # Record versions are capped by the cluster's metadata.version (rolling upgrades).
         mv = self.controller.image.features.get(METADATA_VERSION_FEATURE)
         plan = to_batches(result.records, self.max_batch_bytes, metadata_version=mv)
         base = self.writer.next_offset()
         last = self.writer.append(plan.batches, now_ms)
+        self._last_write_ms = now_ms
         # replay exactly what was appended, at the offsets Raft assigned
+        if chunked and len(plan.records) > REPLAY_CHUNK:
+            self.controller.replay_batch(base, plan.records[:REPLAY_CHUNK], now_ms)
+            self._replay = _PendingReplay(base, plan.records, REPLAY_CHUNK, now_ms, last)
+            self._replay_idle.clear()
+            return last
         self.controller.replay_batch(base, plan.records, now_ms)
         assert self.controller.image.offset == last, (self.controller.image.offset, last)
-        self._last_write_ms = now_ms
         return last
+
+    def _replay_step(self, r: _PendingReplay) -> bool:
+        """Replay the next chunk of a pending replay; True when it is complete."""
+        chunk = r.records[r.done : r.done + REPLAY_CHUNK]
+        self.controller.replay_batch(r.base + r.done, chunk, r.now_ms)
+        r.done += len(chunk)
+        if r.done < len(r.records):
+            return False
+        assert self.controller.image.offset == r.last, (self.controller.image.offset, r.last)
+        self._replay = None
+        self._replay_idle.set()
+        if r.future is not None:
+            self._wait_for(r.last, r.future, r.reply, r.started)
+        return True
+
+    async def _continue_replay(self) -> None:
+        r = self._replay
+        while r is not None and self._replay is r and not self._replay_step(r):
+            await asyncio.sleep(0)  # Raft fetches, heartbeat arrivals (contact noted)
+
+    def _finish_replay_now(self) -> None:
+        r = self._replay
+        while r is not None and self._replay is r and not self._replay_step(r):
+            pass
 
     def _run_one(self, ev: _Event) -> None:
         now = self.clock()
@@ -282,7 +353,7 @@ class ControllerService:
         try:
             result = ev.generate(self.controller, now, self.writer.next_offset())
             last = (
-                self._append_and_replay(result, now)
+                self._append_and_replay(result, now, chunked=True)
                 if result.records
                 else self.writer.next_offset() - 1
             )
@@ -292,6 +363,11 @@ class ControllerService:
         except NotLeaderError:
             ev.future.set_exception(self._not_controller())
             return
+        pending = self._replay
+        if pending is not None:
+            # answered once replayed (and committed), by _replay_step
+            pending.future, pending.reply, pending.started = ev.future, result.reply, started
+            return
         self._wait_for(last, ev.future, result.reply, started)
 
     async def _run(self) -> None:
@@ -300,10 +376,15 @@ class ControllerService:
             self._wakeup.clear()
             budget = 256  # yield to the loop regularly so I/O (fetches, heartbeats) flows
             while (self._priority or self._normal) and budget > 0:
+                if self._replay is not None:
+                    await self._continue_replay()
+                    continue
                 ev = self._priority.popleft() if self._priority else self._normal.popleft()
                 if not ev.future.done():
                     self._run_one(ev)
                 budget -= 1
+            if self._replay is not None:
+                await self._continue_replay()
             if self._priority or self._normal:
                 self._wakeup.set()
                 await asyncio.sleep(0)

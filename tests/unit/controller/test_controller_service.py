@@ -18,7 +18,7 @@ from kraft.controller.batching import EncodedBatch
 from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
 from kraft.controller.requests import BrokerHeartbeatRequest
-from kraft.server.controller_service import ControllerService
+from kraft.server.controller_service import REPLAY_CHUNK, ControllerService
 from metadata_log.records import (
     AbortTransactionRecord,
     BeginTransactionRecord,
@@ -327,5 +327,86 @@ async def test_lost_leadership_reverts_and_fails_waiters() -> None:
         with pytest.raises(ApiError) as e:
             await svc.write("noop", lambda c, now, off: c.noop())
         assert e.value.code == "NOT_CONTROLLER"
+    finally:
+        await svc.stop()
+
+
+def _big(n: int) -> Any:
+    def gen(c: QuorumController, now: int, off: int) -> ControllerResult:
+        return ControllerResult(tuple(NoOpRecord() for _ in range(n)), "big done")
+
+    return gen
+
+
+async def _mid_replay(svc: ControllerService) -> None:
+    for _ in range(1000):  # bounded: the event task starts the replay within a few passes
+        if svc._replay is not None:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the large write never started replaying")
+
+
+async def test_large_write_replays_in_chunks_and_holds_other_work() -> None:
+    """A large write is appended at once and replayed a chunk per loop pass: a
+    heartbeat meanwhile waits behind it, a read waits for the whole replay even
+    when the records committed first, and the reply comes after both."""
+    h = Harness()
+    h.unfenced_broker(1)
+    svc, writer, clock = make(h, max_idle_interval_ms=0)
+    epoch = h.c.image.brokers[1].broker_epoch
+    n = REPLAY_CHUNK * 3 + 5
+    seen_by_heartbeat: list[int] = []
+
+    def beat(c: QuorumController, now: int, off: int) -> ControllerResult:
+        seen_by_heartbeat.append(c.image.offset)
+        return c.heartbeat(BrokerHeartbeatRequest(1, epoch, off, False, False), now)
+
+    svc.start()
+    try:
+        big = asyncio.ensure_future(svc.write("big", _big(n)))
+        await _mid_replay(svc)
+        last = writer.appended[-1][1]
+        assert writer.appended[-1][1] - writer.appended[-1][0] + 1 == n  # appended at once
+        assert h.c.image.offset < last  # replayed only in part
+        beat_task = asyncio.ensure_future(svc.write("heartbeat", beat, priority=True))
+        writer.committed = last  # the batch commits before the replay is done
+        svc.on_committed(last)
+        read = asyncio.ensure_future(svc.read_image())
+        await asyncio.sleep(0)
+        assert not big.done() and not read.done() and seen_by_heartbeat == []
+        image = await asyncio.wait_for(read, 2)
+        assert image.offset == last
+        assert await asyncio.wait_for(big, 2) == "big done"
+        await asyncio.wait_for(beat_task, 2)
+        assert seen_by_heartbeat == [last]  # ran only after the whole replay
+    finally:
+        await svc.stop()
+
+
+@pytest.mark.parametrize("committed", [True, False])
+async def test_lost_leadership_during_a_large_replay(committed: bool) -> None:
+    """Committed records are all replayed (they will not come again); uncommitted
+    ones are reverted and their reply fails NOT_CONTROLLER."""
+    h = Harness()
+    svc, writer, clock = make(h, max_idle_interval_ms=0)
+    before = h.c.image.offset
+    svc.start()
+    try:
+        big = asyncio.ensure_future(svc.write("big", _big(REPLAY_CHUNK * 2 + 1)))
+        await _mid_replay(svc)
+        last = writer.appended[-1][1]
+        if committed:
+            writer.committed = last
+        writer.leader = False
+        svc.on_lost_leadership()
+        assert svc._replay is None and not h.c.active
+        if committed:
+            assert h.c.image.offset == last
+            assert await asyncio.wait_for(big, 1) == "big done"
+        else:
+            assert h.c.image.offset == before
+            with pytest.raises(ApiError) as e:
+                await asyncio.wait_for(big, 1)
+            assert e.value.code == "NOT_CONTROLLER"
     finally:
         await svc.stop()
