@@ -496,13 +496,18 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         # ---- fence of a broker leading 100k partitions
         victim, a, b = ids[10], ids[11], ids[12]
         t = time.perf_counter()
-        async with control.post(
-            url + "/v1/topics",
-            json={"name": "big", "assignments": [[victim, a, b]] * opts.big_partitions},
-        ) as r:
-            st, body = r.status, await r.json(content_type=None)
-        if st != 201:
-            raise RuntimeError(f"creating the big topic failed: {st} {body}")
+        per_topic = -(-opts.big_partitions // opts.big_topics)
+        left = opts.big_partitions
+        for k in range(opts.big_topics):
+            count = min(per_topic, left)
+            left -= count
+            async with control.post(
+                url + "/v1/topics",
+                json={"name": f"big-{k}", "assignments": [[victim, a, b]] * count},
+            ) as r:
+                st, body = r.status, await r.json(content_type=None)
+            if st != 201:
+                raise RuntimeError(f"creating the big topic failed: {st} {body}")
         create_s = time.perf_counter() - t
         await asyncio.sleep(1.0)
         before = await metric(
@@ -529,6 +534,7 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         )
         out["fence_100k_partitions"] = {
             "partitions_led": opts.big_partitions,
+            "topics": opts.big_topics,
             "topic_create_s": round(create_s, 2),
             "fence_decision_to_commit_ms": decide_ms,
             "fence_visible_on_standby_ms_after_session_expiry": round((seen - expiry) * 1000, 1),
@@ -698,6 +704,7 @@ def main() -> int:
         "--connections", type=int, default=1000, help="keep-alive connections of the load"
     )
     ap.add_argument("--big-partitions", type=int, default=100_000)
+    ap.add_argument("--big-topics", type=int, default=4, help="the big partitions' topics")
     ap.add_argument("--snapshot-partitions", type=int, default=2_000_000)
     ap.add_argument("--skip-cluster", action="store_true")
     ap.add_argument("--skip-snapshot", action="store_true")
