@@ -39,6 +39,7 @@ import logging
 import os
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -58,7 +59,7 @@ from kraft.raft.file_log_adapter import FileReplicatedLog
 from kraft.raft.quorum_state import QuorumStateFile
 from kraft.raft.state import LeaderAndEpoch
 from kraft.raft.transport import HttpTransport
-from kraft.server.controller_service import ControllerService
+from kraft.server.controller_service import REPLAY_CHUNK, ControllerService
 from kraft.server.controller_service import NotLeaderError as ServiceNotLeaderError
 from kraft.server.http_codec import error_middleware
 from kraft.server.metrics import ControllerMetrics, image_gauges
@@ -475,6 +476,14 @@ class ControllerNode:
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = int(time.time() * 1000)
         self._snapshot_task: asyncio.Task[None] | None = None
+        # Committed batches a standby has still to replay, oldest first, and how many
+        # records of the first are replayed. A large batch (a fence of a broker leading
+        # 100k partitions) is replayed REPLAY_CHUNK records per loop pass: replayed at
+        # once it stopped this node's fetches past the fetch timeout, and the
+        # followers, all busy with the same batch, elected a new leader.
+        self._to_replay: deque[CommittedBatch] = deque()
+        self._replayed_in_first = 0
+        self._replay_task: asyncio.Task[None] | None = None
         self._snapshot_voters: VotersRecord | None = None
         self.snapshots_written = 0
         self._runner: web.AppRunner | None = None
@@ -525,6 +534,10 @@ class ControllerNode:
             return
         self._stopped.set()
         self.metrics.unwatch_gc()
+        if self._replay_task is not None:
+            self._replay_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._replay_task
         await self.service.stop()
         await self.raft.shutdown(timeout_s)
         if self._snapshot_task is not None:
@@ -547,6 +560,10 @@ class ControllerNode:
         if self.controller.active:  # never: a leader does not install snapshots
             self.service.on_lost_leadership()
             self._active_from = None
+        # the snapshot covers what was still waiting to be replayed
+        while self._to_replay and self._to_replay[0].last_offset <= image.offset:
+            self._to_replay.popleft()
+            self._replayed_in_first = 0
         self.controller.load_snapshot(image)
         freeze_heap()
         self._bytes_since_snapshot = 0
@@ -564,13 +581,46 @@ class ControllerNode:
         if self._active_from is not None and batch.base_offset >= self._active_from:
             # Our own batch: already replayed when appended; now it is committed.
             self.service.on_committed(batch.last_offset)
-        else:
+        elif not self._to_replay and batch.header.record_count <= REPLAY_CHUNK:
             self.controller.replay_batch(batch.base_offset, batch.records, batch.append_time_ms)
+        else:
+            self._to_replay.append(batch)
+            if self._replay_task is None:
+                self._replay_task = asyncio.get_running_loop().create_task(
+                    self._replay_committed(), name="controller-standby-replay"
+                )
         self._bytes_since_snapshot += batch.size_bytes
+        self._maybe_snapshot()  # not while batches wait: the image is behind the commit
+
+    def _replay_chunk(self) -> None:
+        """Replay the next chunk of the oldest waiting batch."""
+        batch = self._to_replay[0]
+        records = batch.records
+        i = self._replayed_in_first
+        chunk = records[i : i + REPLAY_CHUNK]
+        self.controller.replay_batch(batch.base_offset + i, chunk, batch.append_time_ms)
+        i += len(chunk)
+        if i >= len(records):
+            self._to_replay.popleft()
+            i = 0
+        self._replayed_in_first = i
+
+    async def _replay_committed(self) -> None:
+        try:
+            while self._to_replay:
+                self._replay_chunk()
+                await asyncio.sleep(0)  # fetches go on meanwhile
+        finally:
+            self._replay_task = None
         self._maybe_snapshot()
+
+    def _replay_all_now(self) -> None:
+        while self._to_replay:
+            self._replay_chunk()
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         if leader.leader_id == self.node_id:
+            self._replay_all_now()  # activation starts from the whole committed log
             self._active_from = self.raft.next_offset()
             self.service.on_became_leader()
         elif self._active_from is not None:

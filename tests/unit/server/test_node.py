@@ -10,6 +10,8 @@ import aiohttp
 import pytest
 
 from kraft.config import CONTROLLER_KEYS, load_config
+from kraft.server import controller_service
+from kraft.server import node as node_module
 from kraft.server.node import (
     ControllerNode,
     FormatError,
@@ -100,7 +102,12 @@ def test_format_and_check(tmp_path):
         format_or_check(tmp_path, 1, "other", True)
 
 
-async def test_standbys_replay_and_followers_redirect(tmp_path):
+CHUNK = 64  # records replayed per loop pass, small here so that a small topic spans chunks
+
+
+async def test_standbys_replay_and_followers_redirect(tmp_path, monkeypatch):
+    monkeypatch.setattr(controller_service, "REPLAY_CHUNK", CHUNK)
+    monkeypatch.setattr(node_module, "REPLAY_CHUNK", CHUNK)
     c = Cluster(tmp_path)
     await asyncio.gather(*(c.start(i) for i in (1, 2, 3)))
     try:
@@ -144,6 +151,15 @@ async def test_standbys_replay_and_followers_redirect(tmp_path):
             assert q["state"] == "leader"
             assert {v["node_id"] for v in q["voters"]} == {1, 2, 3}
             assert all("lag" in v and "last_fetch_timestamp" in v for v in q["voters"])
+            # one batch of several chunks: replayed a chunk per loop pass by the active
+            # controller and by the standbys
+            st, body = await call(
+                s,
+                "POST",
+                lurl + "/v1/topics",
+                {"name": "big", "partitions": 5 * CHUNK + 3, "replication_factor": 1},
+            )
+            assert st == 201, body
 
         # hot standbys hold the same committed image
         async def same() -> bool:
@@ -157,8 +173,9 @@ async def test_standbys_replay_and_followers_redirect(tmp_path):
             if all(d["offset"] == lo for d in images.values()) or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.005)
-        topic_views = {i: [t["name"] for t in d["topics"]] for i, d in images.items()}
-        assert all(v == ["t"] for v in topic_views.values()), topic_views
+        topic_views = {i: sorted(t["name"] for t in d["topics"]) for i, d in images.items()}
+        assert all(v == ["big", "t"] for v in topic_views.values()), topic_views
+        assert images[1] == images[2] == images[3]
     finally:
         for i in (1, 2, 3):
             await c.stop(i)
