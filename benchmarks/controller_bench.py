@@ -463,7 +463,6 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             before = await metric(
                 control, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
             )
-            fc0 = await fence_commits(control, url)
             brokers.silent.add(bid)
             await asyncio.sleep(0.01)
             # Bounded: under overload other brokers' fences and unfences move the count too.
@@ -479,9 +478,9 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 await asyncio.sleep(0.005)
             if seen is not None:
                 detect.append(seen - (brokers.last_ok[bid] + session_ms / 1000))
-            ms = await fence_commit_ms(control, url, fc0)
-            if ms is not None:
-                decide_to_commit.append(ms)
+            got = await fence_commit_of(control, url, bid)
+            if got is not None:
+                decide_to_commit.append(got[0])
         out["fence_detection"] = {
             "fences": len(detect),
             "median_ms_after_session_expiry": (
@@ -528,7 +527,7 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             await asyncio.sleep(0.005)
         expiry = brokers.last_ok[victim] + session_ms / 1000
         during = [lat for t0, lat in brokers.lat if expiry - 0.5 <= t0 <= seen + 0.5]
-        decide_ms = await fence_commit_ms(control, url, fc0)
+        decided = await fence_commit_of(control, url, victim)
         offline = await metric(
             control, standby, "kafka_controller_kafkacontroller_offlinepartitionscount"
         )
@@ -536,7 +535,9 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "partitions_led": opts.big_partitions,
             "topics": opts.big_topics,
             "topic_create_s": round(create_s, 2),
-            "fence_decision_to_commit_ms": decide_ms,
+            "fence_decision_to_commit_ms": decided[0] if decided else None,
+            "fence_records": decided[1] if decided else None,
+            "fences_in_phase": int((await fence_commits(control, url))[0] - fc0[0]),
             "fence_visible_on_standby_ms_after_session_expiry": round((seen - expiry) * 1000, 1),
             "other_heartbeats_during": lat_stats(during),
             "offline_partitions_after": int(offline),
@@ -581,17 +582,19 @@ async def fence_commits(session: Any, url: str) -> tuple[float, float]:
     )
 
 
-async def fence_commit_ms(
-    session: Any, url: str, before: tuple[float, float], timeout_s: float = 60
-) -> float | None:
-    """The mean decision -> commit time of the fences committed since `before`
-    (one fence in the phases that use it), waiting for the next (bounded)."""
+async def fence_commit_of(
+    session: Any, url: str, broker_id: int, timeout_s: float = 60
+) -> tuple[float, int] | None:
+    """(decision -> commit ms, records) of `broker_id`'s fence, from the active
+    controller's last-fence gauges, waiting for it (bounded)."""
     give_up = time.perf_counter() + timeout_s
     while time.perf_counter() < give_up:
-        count, total = await fence_commits(session, url)
-        if count > before[0]:
-            return round((total - before[1]) / (count - before[0]), 1)
-        await asyncio.sleep(0.1)
+        if await metric(session, url, "kraft_controller_last_fenced_broker_id") == broker_id:
+            return (
+                await metric(session, url, "kraft_controller_last_fence_commit_ms"),
+                int(await metric(session, url, "kraft_controller_last_fence_records")),
+            )
+        await asyncio.sleep(0.05)
     return None
 
 

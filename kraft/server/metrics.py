@@ -64,6 +64,18 @@ GAUGES: dict[str, tuple[str, str]] = {
     "kafka_server_raft_metrics_current_epoch": ("the current Raft epoch", "current_epoch"),
     "kafka_server_raft_metrics_high_watermark": ("the Raft high watermark", "high_watermark"),
     "kafka_server_raft_metrics_log_end_offset": ("this node's log end offset", "log_end_offset"),
+    "kraft_controller_last_fenced_broker_id": (
+        "the broker whose session-expiry fence this controller committed last (-1: none)",
+        "last_fenced_broker",
+    ),
+    "kraft_controller_last_fence_commit_ms": (
+        "that fence's time from decision until its records committed and replayed (ms)",
+        "last_fence_commit_ms",
+    ),
+    "kraft_controller_last_fence_records": (
+        "that fence's record count (its partition changes and the FenceBrokerRecord)",
+        "last_fence_records",
+    ),
     "kafka_server_raft_metrics_current_state": (
         "Raft state: 0 unattached, 1 follower, 2 candidate, 3 leader, 4 resigned, 5 prospective, 6 observer",
         "raft_state",
@@ -124,6 +136,11 @@ class ControllerMetrics:
             registry=self.registry,
         )
         self._gc_started: float | None = None
+        self.last_fence: tuple[int, int, float] = (-1, 0, 0.0)  # broker, records, ms
+
+    def fence_committed(self, broker_id: int, records: int, ms: float) -> None:
+        self.fence_commit.observe(ms)
+        self.last_fence = (broker_id, records, ms)
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if info.get("generation") != 2:

@@ -467,7 +467,7 @@ class ControllerNode:
             max_idle_interval_ms=s.get("metadata.max.idle.interval.ms", 500),
             on_event_time=lambda _name, ms: self.metrics.event_queue_time.observe(ms),
             on_commit_latency=self.metrics.commit_latency.observe,
-            on_fence_committed=lambda _b, _n, ms: self.metrics.fence_commit.observe(ms),
+            on_fence_committed=self.metrics.fence_committed,
         )
         self.raft.register_listener(self)
         self.raft.on_state_change = self._on_raft_state
@@ -733,6 +733,10 @@ class ControllerNode:
             "log_end_offset": self.log.end_offset,
         }
         out.update(image_gauges(image))
+        fenced, records, ms = self.metrics.last_fence
+        out["last_fenced_broker"] = fenced
+        out["last_fence_records"] = records
+        out["last_fence_commit_ms"] = ms
         if core is not None:
             out["current_leader"] = -1 if core.leader_id is None else core.leader_id
             out["current_epoch"] = core.epoch
