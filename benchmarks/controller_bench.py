@@ -608,7 +608,11 @@ async def stop_tasks(tasks: list[asyncio.Task[None]]) -> None:
 
 
 def snapshot_worker(partitions: int, directory: str) -> dict[str, Any]:
-    """Build an image of `partitions` partitions, then write and load its snapshot."""
+    """Build an image of `partitions` partitions, then write and load its snapshot
+    (with the controller process's garbage-collector settings)."""
+    import gc
+
+    from kraft.server.node import GC_THRESHOLDS
     from metadata_log.image import MetadataImage
     from metadata_log.records import (
         Endpoint,
@@ -628,6 +632,7 @@ def snapshot_worker(partitions: int, directory: str) -> dict[str, Any]:
                     return int(line.split()[1]) / 1024
         return float("nan")
 
+    gc.set_threshold(*GC_THRESHOLDS)
     base = rss_mib()
     image = MetadataImage()
     off = 0

@@ -880,6 +880,7 @@ async def serve(settings: NodeSettings) -> int:
             settings.cluster_id = props["cluster.id"]
         else:
             settings.cluster_id = await learn_cluster_id(settings.bootstrap_controllers)
+    gc.set_threshold(*GC_THRESHOLDS)  # before start: loading a big snapshot allocates millions
     node = ControllerNode(settings)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
