@@ -522,11 +522,15 @@ class MetadataImage:
     ) -> MetadataImage:
         """The image a snapshot at `end_offset` holds (its offset is end_offset - 1)."""
         image = cls()
-        for rec in records:
-            image._apply(rec, end_offset - 1)
+        image.apply_snapshot_records(records, end_offset)
         image.offset = end_offset - 1
         image.last_append_time_ms = last_append_time_ms
         return image
+
+    def apply_snapshot_records(self, records: Iterable[Record], end_offset: int) -> None:
+        """Apply records of a snapshot at `end_offset` (a loader's building step)."""
+        for rec in records:
+            self._apply(rec, end_offset - 1)
 
     def copy(self) -> MetadataImage:
         """A deep enough copy: registrations are immutable, containers are copied."""

@@ -82,8 +82,11 @@ def iter_file_batches(path: Path, *, allow_torn_tail: bool) -> Iterator[LoggedBa
 
 
 def read_snapshot_image(path: Path, end_offset: int) -> MetadataImage:
-    """Load a snapshot file: header control batch, data batches, footer control batch."""
-    records: list[Record] = []
+    """Load a snapshot file: header control batch, data batches, footer control batch.
+
+    Each data batch is applied as it is read (2M partitions never sit in one list);
+    a file without its footer raises, and the half-built image is dropped."""
+    image = MetadataImage()
     header: SnapshotHeader | None = None
     footer = False
     for b in iter_file_batches(path, allow_torn_tail=False):
@@ -102,12 +105,14 @@ def read_snapshot_image(path: Path, end_offset: int) -> MetadataImage:
                 raise MetadataLogError(
                     f"{path}: snapshot data before its header at offset {b.base_offset}"
                 )
-            records.extend(b.records)
+            image.apply_snapshot_records(b.records, end_offset)
     if header is None or not footer:
         raise MetadataLogError(
             f"{path}: snapshot is missing its {'header' if header is None else 'footer'}"
         )
-    return MetadataImage.from_records(records, end_offset, header.last_contained_log_time)
+    image.offset = end_offset - 1
+    image.last_append_time_ms = header.last_contained_log_time
+    return image
 
 
 def replay_log(log_dir: str | Path, upto_offset: int | None = None) -> MetadataImage:
