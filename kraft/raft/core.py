@@ -1049,19 +1049,17 @@ class RaftCore:
         # The fetcher already knows our high watermark (or did not say): nothing
         # to tell it yet. A fetcher whose HW is behind learns ours at once.
         hw_known = req.high_watermark < 0 or req.high_watermark >= self.high_watermark
-        if (
-            req.fetch_offset >= log.end_offset
-            and req.max_wait_ms > 0
-            and not hw_moved
-            and hw_known
-            and replica is not None
-        ):
+        if req.fetch_offset >= log.end_offset and req.max_wait_ms > 0 and replica is not None:
             # Nothing new: a long poll until data arrives, the HW moves, or max wait.
-            self._purgatory.park(
-                req.fetch_offset,
-                self._now + min(req.max_wait_ms, self.config.fetch_max_wait_ms),
-                _ParkedFetch(correlation, req),
-            )
+            deadline = self._now + min(req.max_wait_ms, self.config.fetch_max_wait_ms)
+            if hw_moved or not hw_known:
+                # Only HW news to tell: held for the linger, for data to ride along.
+                linger = self.config.high_watermark_linger_ms
+                if linger <= 0:
+                    self._respond(correlation, self._fetch_data(s, req))
+                    return
+                deadline = min(deadline, self._now + linger)
+            self._purgatory.park(req.fetch_offset, deadline, _ParkedFetch(correlation, req))
             return
         self._respond(correlation, self._fetch_data(s, req))
 
@@ -1145,11 +1143,20 @@ class RaftCore:
         candidate = ends[self._majority() - 1]
         if candidate > s.epoch_start_offset and candidate > self.high_watermark:
             self.high_watermark = candidate
-            # Parked fetches answer now so followers learn the new HW at once.
-            for parked in self._purgatory.complete_all():
-                self._respond(parked.correlation, self._fetch_data(s, parked.request))
+            # Parked fetches answer soon so followers learn the new HW; data
+            # appended before then goes with it (see high_watermark_linger_ms).
+            linger = self.config.high_watermark_linger_ms
+            if linger <= 0:
+                self._announce_hw(s)
+            elif s.hw_announce_ms is None and len(self._purgatory):
+                s.hw_announce_ms = self._now + linger
             return True
         return False
+
+    def _announce_hw(self, s: Leader) -> None:
+        s.hw_announce_ms = None
+        for parked in self._purgatory.complete_all():
+            self._respond(parked.correlation, self._fetch_data(s, parked.request))
 
     def _on_fetch_response(self, inf: _InFlight, corr: int, resp: FetchResponse) -> None:
         if corr != self._fetch_correlation:
@@ -1426,6 +1433,8 @@ class RaftCore:
             self._on_failed(corr, inf)
         s = self.state
         if isinstance(s, Leader):
+            if s.hw_announce_ms is not None and now >= s.hw_announce_ms:
+                self._announce_hw(s)
             for parked in self._purgatory.expire(now):
                 self._respond(parked.correlation, self._fetch_data(s, parked.request))
             if self.voters != {self.node_id} and now >= s.check_quorum_deadline_ms:
@@ -1464,6 +1473,8 @@ class RaftCore:
             d = self._purgatory.next_deadline_ms()
             if d is not None:
                 times.append(d)
+            if s.hw_announce_ms is not None:
+                times.append(s.hw_announce_ms)
             times.extend(s.next_send_ms.get(v, 0) for v in s.unacked)
         elif isinstance(s, Resigned):
             times.append(s.election_deadline_ms)

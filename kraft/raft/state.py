@@ -108,6 +108,9 @@ class Leader:
     unacked: set[int] = field(default_factory=set)
     next_send_ms: dict[int, int] = field(default_factory=dict)
     granting_voters: tuple[int, ...] = ()
+    # When parked fetches are answered to announce a high watermark that moved
+    # (None: nothing to announce). New data before then answers them sooner.
+    hw_announce_ms: int | None = None
     name: str = "leader"
 
 

@@ -3,6 +3,8 @@ long polls, snapshot loading."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kraft.raft.config import RaftConfig
@@ -302,8 +304,8 @@ def test_propose_on_a_non_leader_names_the_leader():
 # ------------------------------------------------------------ long poll
 
 
-def caught_up_leader():
-    core = leader_with([], voters=(1, 2, 3))
+def caught_up_leader(config: RaftConfig = CONFIG):
+    core = leader_with([], voters=(1, 2, 3), config=config)
     end = core.log.end_offset
     core.handle_request(fetch(2, core.epoch, end, core.epoch, max_wait_ms=0), core._now, 100)
     core.handle_request(fetch(3, core.epoch, end, core.epoch, max_wait_ms=0), core._now, 101)
@@ -334,11 +336,46 @@ def test_parked_fetch_is_answered_when_the_high_watermark_moves():
     core.handle_request(fetch(2, core.epoch, new_end, core.epoch, hw=end), t + 1, 2)
     assert not core.ready().responses
     assert core.high_watermark == end
-    # ...until the leader's flush completes the majority.
+    # ...until the leader's flush completes the majority: the HW news is held for
+    # the linger (data appended meanwhile would ride along), then answered.
     flush(core, t + 2)
     r = core.ready()
-    assert r.high_watermark == new_end
-    resp = answers(r, 2)
+    assert r.high_watermark == new_end and not r.responses
+    linger = CONFIG.high_watermark_linger_ms
+    assert linger > 0 and core.next_wake_ms() == t + 2 + linger
+    core.tick(t + 2 + linger)
+    resp = answers(core.ready(), 2)
+    assert resp.high_watermark == new_end and resp.records == b""
+
+
+def test_data_appended_within_the_linger_rides_with_the_high_watermark_news():
+    # A writer appends its next batch right after its commit: the followers get it
+    # in the answer that tells them the new HW, not one round trip later.
+    core, end = caught_up_leader()
+    t = core._now
+    core.propose_records([NoOpRecord()], t)
+    flush(core, t)
+    new_end = core.log.end_offset
+    core.handle_request(fetch(2, core.epoch, end, core.epoch, hw=end), t, 1)
+    answers(core.ready(), 1)
+    core.handle_request(fetch(2, core.epoch, new_end, core.epoch, hw=end), t, 2)
+    r = core.ready()
+    assert r.high_watermark == new_end and not r.responses  # held, not answered HW-only
+    core.propose_records([NoOpRecord()], t)  # the writer's next batch
+    resp = answers(core.ready(), 2)
+    assert resp.high_watermark == new_end and offsets(resp.records) == [(new_end, core.epoch)]
+
+
+def test_high_watermark_news_at_once_with_no_linger():
+    core, end = caught_up_leader(config=replace(CONFIG, high_watermark_linger_ms=0))
+    t = core._now
+    core.propose_records([NoOpRecord()], t)
+    flush(core, t)
+    new_end = core.log.end_offset
+    core.handle_request(fetch(2, core.epoch, end, core.epoch, hw=end), t, 1)
+    answers(core.ready(), 1)
+    core.handle_request(fetch(2, core.epoch, new_end, core.epoch, hw=end), t, 2)
+    resp = answers(core.ready(), 2)
     assert resp.high_watermark == new_end and resp.records == b""
 
 
@@ -355,9 +392,12 @@ def test_parked_fetch_is_answered_empty_at_its_max_wait():
     assert resp.error == NONE and resp.records == b"" and resp.high_watermark == end
 
 
-def test_fetch_from_a_replica_with_a_stale_high_watermark_is_answered_at_once():
+def test_fetch_from_a_replica_with_a_stale_high_watermark_is_answered_within_the_linger():
     core, end = caught_up_leader()
-    core.handle_request(fetch(2, core.epoch, end, core.epoch, hw=end - 1), core._now, 1)
+    t = core._now
+    core.handle_request(fetch(2, core.epoch, end, core.epoch, hw=end - 1), t, 1)
+    assert not core.ready().responses  # held for data to ride along...
+    core.tick(t + CONFIG.high_watermark_linger_ms)  # ...but not for its max wait
     assert answers(core.ready(), 1).high_watermark == end
 
 
