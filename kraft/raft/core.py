@@ -287,6 +287,26 @@ class RaftCore:
     def _majority(self) -> int:
         return len(self.voters) // 2 + 1
 
+    def _can_campaign(self) -> bool:
+        """A voter of the newest set, or of the set before it while the newest is
+        not known to be committed.
+
+        A leader that appended its own removal and lost its leadership before
+        the change committed (a crash, say) is no voter by its newest set, yet
+        the others may still need its vote, and its log, holding the change, is
+        ahead of theirs, so it must refuse them: with two voters nobody could
+        ever be elected. Kafka's removed leader leads until the change commits;
+        so this node campaigns (among the newest set's voters, its own vote not
+        counting), leads until the change commits, then hands over.
+        """
+        if self.is_voter:
+            return True
+        h = self._history
+        latest = h.latest_offset
+        if latest < 0 or latest < self.high_watermark:
+            return False
+        return h.at(latest).is_voter(self.node_id, self.directory_id)
+
     # ============================================================== voter set
 
     def _load_voter_history(self) -> None:
@@ -367,13 +387,14 @@ class RaftCore:
             # resign at once).
             s.check_quorum_deadline_ms = self._now + self.config.check_quorum_timeout_ms
             self._maybe_advance_hw()
-        elif isinstance(s, Prospective | Candidate) and not self.is_voter:
+        elif isinstance(s, Prospective | Candidate) and not self._can_campaign():
             # No longer a voter: out of the election (a candidate's vote is spent).
             voted = self._election.voted_id if self._election.leader_epoch == s.epoch else None
             self._set_state(Unattached(s.epoch, voted, None))
-        elif isinstance(s, Unattached) and self.is_voter and s.election_deadline_ms is None:
-            s.election_deadline_ms = self._election_timeout()
-        elif isinstance(s, Unattached) and not self.is_voter:
+        elif isinstance(s, Unattached) and self._can_campaign():
+            if s.election_deadline_ms is None:
+                s.election_deadline_ms = self._election_timeout()
+        elif isinstance(s, Unattached):
             s.election_deadline_ms = None
 
     def endpoint(self, node_id: int) -> str | None:
@@ -547,12 +568,12 @@ class RaftCore:
             # QuorumState.initialize does, start Unattached in the log's epoch with
             # no vote, and write that down: the epoch must never go back.
             self._persist(ElectionState(log_epoch, None, None))
-            deadline = self._election_timeout() if self.is_voter else None
+            deadline = self._election_timeout() if self._can_campaign() else None
             if self.is_voter and self.voters == {self.node_id}:
                 deadline = self._now
             return Unattached(log_epoch, None, deadline)
         epoch = es.leader_epoch
-        if not self.is_voter:
+        if not self._can_campaign():
             if es.leader_id is not None and es.leader_id != self.node_id:
                 return Follower(epoch, es.leader_id, None, self._now + self.config.fetch_timeout_ms)
             return Unattached(epoch, None, None)
@@ -591,7 +612,7 @@ class RaftCore:
                 self._responses.append((parked.correlation, self._fetch_error(parked.request)))
 
     def _become_unattached(self, epoch: int, voted_id: int | None = None) -> None:
-        deadline = self._election_timeout() if self.is_voter else None
+        deadline = self._election_timeout() if self._can_campaign() else None
         self._persist(ElectionState(epoch, None, voted_id))
         self._set_state(Unattached(epoch, voted_id, deadline))
 
@@ -607,7 +628,7 @@ class RaftCore:
         p = Prospective(s.epoch, leader, voted, self._election_timeout())
         self._set_state(p)
         p.granted.add(self.node_id)
-        if len(p.granted) >= self._majority():
+        if len(p.granted & self.voters) >= self._majority():
             self._become_candidate()
             return
         self._send_votes()
@@ -618,7 +639,7 @@ class RaftCore:
         c = Candidate(epoch, self._election_timeout())
         self._set_state(c)
         c.granted.add(self.node_id)
-        if len(c.granted) >= self._majority():
+        if len(c.granted & self.voters) >= self._majority():
             self._become_leader()
             return
         self._send_votes()
@@ -896,7 +917,7 @@ class RaftCore:
                 return False
             # Persisted before the response leaves (same Ready).
             self._persist(ElectionState(s.epoch, None, req.candidate_id))
-            deadline = self._election_timeout() if self.is_voter else None
+            deadline = self._election_timeout() if self._can_campaign() else None
             self._set_state(Unattached(s.epoch, req.candidate_id, deadline))
             return True
         # Candidate (voted for itself), Leader, Follower, Resigned: the vote is spent.
@@ -968,7 +989,7 @@ class RaftCore:
         if req.leader_epoch > self.epoch and req.leader_id != self.node_id:
             self._become_follower(req.leader_epoch, req.leader_id)
         s = self.state
-        if isinstance(s, Follower) and s.leader_id == req.leader_id and self.is_voter:
+        if isinstance(s, Follower) and s.leader_id == req.leader_id and self._can_campaign():
             s.leader_resigned = True
             # The best-placed successor campaigns at once, the others back off by
             # their rank; a voter not in the list waits a normal election timeout.
@@ -1443,18 +1464,18 @@ class RaftCore:
                 self._become_resigned(())
         elif isinstance(s, Follower):
             if now >= s.fetch_deadline_ms:
-                if self.is_voter:
+                if self._can_campaign():
                     self._become_prospective()
                 else:
                     self._become_unattached(s.epoch)
-        elif isinstance(s, Resigned) and not self.is_voter:
+        elif isinstance(s, Resigned) and not self._can_campaign():
             # A leader that removed itself (or was removed) hands over, then
             # follows the new leader as an observer.
             if now >= s.election_deadline_ms or not s.unacked:
                 self._become_unattached(s.epoch)
         elif isinstance(s, Unattached | Prospective | Candidate | Resigned):
             deadline = s.election_deadline_ms
-            if deadline is not None and now >= deadline and self.is_voter:
+            if deadline is not None and now >= deadline and self._can_campaign():
                 if isinstance(s, Prospective) and s.leader_id is not None:
                     # Lost the pre-vote: back to the leader we knew (KIP-996), to
                     # fetch from it again; a dead one times out once more.

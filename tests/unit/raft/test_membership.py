@@ -294,3 +294,37 @@ def test_an_uncommitted_voter_change_is_truncated_and_the_old_set_comes_back() -
     converged(sim, end)
     assert sim.core(lid).voters == {1, 2, 3}
     assert sim.core(lid).is_voter
+
+
+def test_a_leader_that_removed_itself_and_crashed_before_the_commit_is_not_a_deadlock() -> None:
+    # Two voters {L, y}; L appends its own removal, flushes it, and crashes before y
+    # fetched it. L's newest voter set is {y}, so L no longer counts itself a voter;
+    # y needs L's vote, but L's log is ahead of y's, so L refuses it. L is still in
+    # the last committed set, so it campaigns: y votes for the longer log, L leads
+    # until its removal commits, then hands over to y.
+    sim = new_sim(3, 0)
+    lid = leader_of(sim, frozenset({1, 2, 3}))
+    commit(sim, lid, 3)
+    settled(sim)
+    x, y = sorted({1, 2, 3} - {lid})
+    remove(sim, x)
+    leader_of(sim, frozenset({lid, y}))
+    settled(sim)
+    sim.partition([lid], [x, y])
+    old = sim.core(lid)
+    old.remove_voter(lid, old.voter_set.get(lid).directory_id, sim.now)  # type: ignore[union-attr]
+    sim._after(sim.nodes[lid])
+    sim.run_for(200)  # flushed on L alone
+    assert sim.nodes[lid].core.log.flushed_offset == sim.nodes[lid].core.log.end_offset  # type: ignore[union-attr]
+    sim.crash(lid)
+    sim.heal()
+    sim.start(lid)
+    assert not sim.core(lid).is_voter
+    # L leads (voters {y}, its own vote not counting) until its removal commits...
+    assert sim.run_until_true(lambda: sim.leader() == y, 20_000), sim.describe_nodes()
+    assert leader_of(sim, frozenset({y})) == y
+    end = commit(sim, y, 2)
+    converged(sim, end)
+    # ...then it is an observer for good.
+    sim.run_for(5_000)
+    assert sim.core(lid).state_name == "observer" and sim.leader() == y
