@@ -723,7 +723,7 @@ def main() -> int:
         "--connections", type=int, default=1000, help="keep-alive connections of the load"
     )
     ap.add_argument("--big-partitions", type=int, default=100_000)
-    ap.add_argument("--big-topics", type=int, default=4, help="the big partitions' topics")
+    ap.add_argument("--big-topics", type=int, default=10, help="the big partitions' topics")
     ap.add_argument("--snapshot-partitions", type=int, default=2_000_000)
     ap.add_argument("--skip-cluster", action="store_true")
     ap.add_argument("--skip-snapshot", action="store_true")
