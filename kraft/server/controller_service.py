@@ -239,7 +239,8 @@ class ControllerService:
             )
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         ev = _Event(name, generate, self.clock() + self.request_timeout_ms, fut)
-        if priority and not self._priority and self._replay is None and self._task is not None:
+        task = self._task
+        if priority and not self._priority and self._replay is None and task and not task.done():
             # Nothing is queued ahead of a priority event (the event task serves the
             # priority lane first and runs each event synchronously), so running it
             # here is the order the queue would give, without the hop through the
