@@ -28,7 +28,10 @@ from kraft.security.tls import TlsConfigError, principal_from_peercert, server_c
 
 log = logging.getLogger("kraft.security")
 
-PRINCIPAL = "kraft.principal"
+# The verified principal of a request (a typed key where aiohttp has them).
+PRINCIPAL: Any = (
+    web.RequestKey("kraft.principal", str) if hasattr(web, "RequestKey") else "kraft.principal"
+)
 # Reachable without a credential: liveness and the API description.
 OPEN_PATHS = frozenset({"/healthz", "/v1/openapi.json"})
 

@@ -95,18 +95,15 @@ class GuardedSite(web.BaseSite):
 def body_middleware(read_timeout_s: float) -> Any:
     """Read every body up front: at most max.request.bytes (413), within the idle
     bound (408 and close). Handlers then read the cached body."""
-    from kraft.controller.errors import ApiError
+    from kraft.server.http_codec import too_large
 
     @web.middleware
     async def read_body_first(request: web.Request, handler: Any) -> web.StreamResponse:
         if request.body_exists:
             try:
                 await asyncio.wait_for(request.read(), read_timeout_s)
-            except web.HTTPRequestEntityTooLarge as e:
-                raise ApiError(
-                    "REQUEST_TOO_LARGE",
-                    f"request body exceeds max.request.bytes ({e.max_size} bytes)",
-                ) from None
+            except web.HTTPRequestEntityTooLarge:
+                raise too_large(request) from None
             except TimeoutError:
                 resp = web.Response(
                     status=408,
@@ -118,7 +115,12 @@ def body_middleware(read_timeout_s: float) -> Any:
                     ),
                     content_type="application/json",
                 )
-                resp.force_close()
+                # Answer, then close at once: aiohttp would otherwise linger reading
+                # the rest of a body that is not coming.
+                await resp.prepare(request)
+                await resp.write_eof()
+                if request.transport is not None:
+                    request.transport.close()
                 return resp
         return await handler(request)
 
