@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -140,8 +141,25 @@ def security_middleware(sec: ServerSecurity) -> Any:
     return authenticate
 
 
-def _check(request: web.Request, reason: str | None) -> None:
-    if reason is not None:
+class _RefusalLog:
+    """At most `per_second` refusal lines a second (a flood of forged requests must not
+    flood the log); the next line says how many were left out."""
+
+    def __init__(self, per_second: int = 10) -> None:
+        self.per_second = per_second
+        self._second = 0
+        self._count = 0
+        self._dropped = 0
+
+    def refused(self, request: web.Request, reason: str) -> None:
+        now = int(time.monotonic())
+        if now != self._second:
+            self._second, self._count = now, 0
+        self._count += 1
+        if self._count > self.per_second:
+            self._dropped += 1
+            return
+        dropped, self._dropped = self._dropped, 0
         log.warning(
             "request refused: %s",
             reason,
@@ -149,8 +167,17 @@ def _check(request: web.Request, reason: str | None) -> None:
                 "event": "unauthorized",
                 "path": request.path,
                 "principal": request.get(PRINCIPAL),
+                "not_logged_before": dropped,
             },
         )
+
+
+_refusals = _RefusalLog()
+
+
+def _check(request: web.Request, reason: str | None) -> None:
+    if reason is not None:
+        _refusals.refused(request, reason)
         raise ApiError("UNAUTHORIZED", reason)
 
 

@@ -166,3 +166,112 @@ def _expected_5xx(status: int, data: bytes, ctype: str) -> bool:
     err = _decode(data, ctype)
     want = "NOT_CONTROLLER" if status == 503 else "REQUEST_TIMED_OUT"
     return isinstance(err, dict) and err.get("error_code") == want
+
+
+# ------------------------------------------------------------ with the authorizer on
+
+AUTH_EXAMPLES = max(100, EXAMPLES // 5)
+
+
+@pytest.fixture(scope="module")
+def secure_server(tmp_path_factory):
+    from kraft.security.certs import generate
+
+    certs = tmp_path_factory.mktemp("fuzz-certs")
+    generate(certs, [1, 2], [4, 5], admin=True)
+    saved = quorum_routes.DEFAULT_TIMEOUT_MS, quorum_routes.MAX_TIMEOUT_MS
+    quorum_routes.DEFAULT_TIMEOUT_MS, quorum_routes.MAX_TIMEOUT_MS = 50, 100
+    # tokens over plain HTTP here (TLS is covered elsewhere): the authorizer is the target
+    srv = FuzzServer(
+        tmp_path_factory.mktemp("fuzz-secure") / "c1",
+        [
+            f"max.request.bytes={MAX_REQUEST_BYTES}",
+            "metadata.max.idle.interval.ms=0",
+            "broker.session.timeout.ms=3600000",
+            "broker.heartbeat.interval.ms=1000",
+            "request.timeout.ms=2000",
+            "authorizer.enable=true",
+            f"authentication.credentials.file={certs / 'credentials.properties'}",
+        ],
+    )
+    srv.tokens = {
+        p: (certs / f"{p}.token").read_text().strip()
+        for p in ("controller-1", "controller-2", "broker-4", "broker-5", "admin")
+    }
+    try:
+        srv.pool = {"cluster_id": [srv.node.cluster_id], "broker_id": [4, 5], "name": ["t"]}
+        yield srv
+    finally:
+        srv.close()
+        quorum_routes.DEFAULT_TIMEOUT_MS, quorum_routes.MAX_TIMEOUT_MS = saved
+
+
+@pytest.mark.parametrize("name", [e.name for e in ENDPOINTS])
+def test_fuzz_credentials(secure_server: FuzzServer, name: str) -> None:
+    """Forged, wrong, malformed and missing credentials on every route: 401 without a
+    valid one (except the open routes), 403 or an answer with one, never a 5xx, and a
+    refused request changes nothing."""
+    import base64
+    import random
+
+    srv = secure_server
+    ep = BY_NAME[name]
+    last = [srv.state()]
+    sent = [0]
+    statuses: Counter[int] = Counter()
+
+    def auth_header(rng: random.Random) -> tuple[str | None, bool]:
+        """(Authorization value or None, whether it is a valid credential)."""
+        k = rng.randrange(8)
+        principal = rng.choice(sorted(srv.tokens))
+        token = srv.tokens[principal]
+        if k == 0:
+            return None, False
+        if k in (1, 2, 3):
+            return f"Bearer {token}", True
+        if k == 4:
+            return "Basic " + base64.b64encode(token.encode()).decode(), True
+        if k == 5:
+            return f"Bearer {principal}:{token.split(':', 1)[1][:-1]}x", False  # wrong secret
+        if k == 6:
+            return f"Bearer {rng.choice(['admin', 'broker-9', 'nobody'])}:guess", False
+        return rng.choice(["Bearer", "Basic !!", "Bearer :", "Negotiate x", "Bearer a:b:c"]), False
+
+    @settings(
+        max_examples=-(-AUTH_EXAMPLES // BATCH),
+        deadline=None,
+        database=None,
+        derandomize=not RANDOM,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate, Phase.shrink],
+    )
+    @given(st.lists(request_keys, min_size=BATCH, max_size=BATCH))
+    def batch(keys: list[tuple[int, int]]) -> None:
+        for i, (kind, seed) in enumerate(keys):
+            rng = random.Random(seed * BATCH + i)
+            method, path, body, headers = build_request(ep, srv.pool, kind, seed * BATCH + i)
+            header, valid = auth_header(rng)
+            if header is not None:
+                headers["Authorization"] = header
+            before = last[0]
+            status, data, ctype = srv.request(method, path, body, headers)
+            sent[0] += 1
+            statuses[status] += 1
+            what = f"{method} {path} auth={header!r} valid={valid}"
+            assert status < 500 or _expected_5xx(status, data, ctype), (
+                f"{status} {data[:200]!r} {what}"
+            )
+            open_route = path.split("?")[0] in ("/healthz", "/v1/openapi.json")
+            if not valid and not open_route and status not in (404, 405):
+                assert status == 401, f"{status} {data[:200]!r} {what}"
+            after = last[0] = srv.state()
+            if name in QUORUM_RPCS and (after[2] != before[2] or not after[3]):
+                srv.settle()
+                last[0] = srv.state()
+                continue
+            if status >= 400:
+                assert after == before, f"refused ({status}) but the state moved: {what}"
+
+    batch()
+    print(f"{name} (authorizer on): {sent[0]} requests, statuses {dict(sorted(statuses.items()))}")
+    assert sent[0] >= AUTH_EXAMPLES
