@@ -58,7 +58,6 @@ from kraft.raft.file_log_adapter import FileReplicatedLog
 from kraft.raft.quorum_state import QuorumStateFile
 from kraft.raft.state import LeaderAndEpoch
 from kraft.raft.transport import HttpTransport
-from kraft.security.server import SECURITY, ServerSecurity, security_middleware
 from kraft.server.controller_service import ControllerService
 from kraft.server.controller_service import NotLeaderError as ServiceNotLeaderError
 from kraft.server.http_codec import error_middleware
@@ -353,6 +352,8 @@ class ControllerNode:
             raise ConfigError("give --voters or --bootstrap-controllers")
         self.listen = s.listen or voters[s.node_id]
         # TLS, authentication and authorization (issue 8); all off by default.
+        from kraft.security.server import ServerSecurity
+
         self.security = ServerSecurity.from_config(s.config)
         scheme = self.security.scheme
         self.voter_urls = {i: _url(h, p, scheme) for i, (h, p) in voters.items()}
@@ -431,6 +432,8 @@ class ControllerNode:
     # ----------------------------------------------------------------- lifecycle
 
     def build_app(self) -> web.Application:
+        from kraft.security.server import SECURITY, security_middleware
+
         s = self.settings
         middlewares: list[Any] = [error_middleware]
         if self.security.authorizer is not None:
