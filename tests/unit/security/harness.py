@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 import time
 import uuid
@@ -75,15 +76,11 @@ async def call(
             data = msgpack.packb(body, use_bin_type=True)
         else:
             h["Content-Type"] = "application/json"
-            import json
-
             data = json.dumps(body)
     async with session.request(method, url, data=data, headers=h, ssl=ssl_ctx) as r:
         raw = await r.read()
         if r.content_type == "application/msgpack":
             return r.status, msgpack.unpackb(raw, raw=False, strict_map_key=False)
-        import json
-
         return r.status, json.loads(raw) if raw else None
 
 
