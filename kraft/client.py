@@ -107,12 +107,17 @@ class AdminClient:
                         p,
                     )
                 return payload
+        except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as e:
+            # Not retried: a certificate that is refused now is refused on the next try.
+            raise ClientError(
+                "SSL_AUTHENTICATION_FAILED",
+                f"{base}: {type(e).__name__}: {e} (TLS: check ssl.truststore.location, "
+                "ssl.keystore.location and the certificate's names)",
+            ) from None
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
             hint = ""
             if base.startswith("http://") and isinstance(e, aiohttp.ServerDisconnectedError):
                 hint = " (is it a TLS listener? use https:// and a truststore)"
-            elif isinstance(e, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
-                hint = " (TLS: check ssl.truststore.location and the certificate's names)"
             raise ClientError("NETWORK", f"{base}: {type(e).__name__}: {e}{hint}") from None
 
     async def call(self, method: str, path: str, body: Any = None, any_node: bool = False) -> Any:
