@@ -83,3 +83,22 @@ def test_admin_tool_errors_are_one_line(certs: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert missing.returncode == 2
     assert "missing.properties" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_kraft_certs_command(tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    ok = subprocess.run(
+        [sys.executable, "-m", "kraft.cli", "certs", "--out", str(out), "--controllers", "1,2",
+         "--brokers", "3", "--admin"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    names = {p.name for p in out.iterdir()}
+    assert {"ca.pem", "credentials.properties", "controller-2.pem", "broker-3.token",
+            "admin.properties"} <= names  # fmt: skip
+    clash = subprocess.run(
+        [sys.executable, "-m", "kraft.cli", "certs", "--out", str(tmp_path / "d"),
+         "--controllers", "1,2", "--brokers", "2"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert clash.returncode == 2 and "one namespace" in clash.stderr
