@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SIM_SEEDS ?= 500
 CHAOS_MINUTES ?= 2
 
-.PHONY: install test demo chaos bench lint sim clean
+.PHONY: install test demo chaos bench lint sim clean certs fuzz
 
 install: $(STAMP)
 
@@ -21,8 +21,19 @@ test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 # The live story on a real local cluster (about a minute), then spark-replay's summary.
+# SECURE=1: the same with TLS and authentication on (certificates in the demo's data dir).
 demo: install
-	$(BIN)/python -m kraft.demo
+	$(BIN)/python -m kraft.demo $(if $(filter 1 true yes,$(SECURE)),--secure,)
+
+# A local CA, per-node certificates, tokens and ready configs (README "Security").
+CERTS_DIR ?= certs
+certs: install
+	$(BIN)/kraft certs --out $(CERTS_DIR) --controllers 1,2,3 --brokers 4,5,6,7 --admin
+
+# Every endpoint of the API with FUZZ_EXAMPLES hostile requests each (make test: 1,000).
+FUZZ_EXAMPLES ?= 10000
+fuzz: install
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_RANDOM=1 $(BIN)/python -m pytest -q -p no:cacheprovider -s tests/unit/security/test_fuzz.py
 
 # The chaos test alone for CHAOS_MINUTES minutes (`make test` runs it for 2) with a
 # fresh random seed unless CHAOS_SEED=N is given (the seed is printed to replay it).

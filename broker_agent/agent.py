@@ -30,6 +30,7 @@ import msgpack
 from broker_agent.follower import wait_event
 from broker_agent.isr import AlterSend, IsrConfig, IsrManager
 from broker_agent.lifecycle import BrokerLifecycle, BrokerState, LifecycleConfig, Output, Send
+from kraft.security.client import NONE, ClientSecurity
 from metadata_log.image import MetadataImage
 from metadata_log.records import LATEST_METADATA_VERSION, METADATA_VERSION_FEATURE
 
@@ -141,14 +142,20 @@ def client_timeout(timeout_ms: int) -> aiohttp.ClientTimeout:
 
 
 async def post_msgpack(
-    session: aiohttp.ClientSession, url: str, body: Any, timeout_ms: int
+    session: aiohttp.ClientSession,
+    url: str,
+    body: Any,
+    timeout_ms: int,
+    headers: dict[str, str] = MSGPACK_HEADERS,
+    ssl: Any = True,
 ) -> tuple[int, Any]:
     """POST a msgpack body; (status, decoded body). Raises on transport errors."""
     async with session.post(
         url,
         data=msgpack.packb(body, use_bin_type=True),
-        headers=MSGPACK_HEADERS,
+        headers=headers,
         timeout=client_timeout(timeout_ms),
+        ssl=ssl,
     ) as resp:
         raw = await resp.read()
         try:
@@ -175,8 +182,12 @@ class BrokerAgent:
         stats: AgentStats | None = None,
         clock: Callable[[], int] = mono_ms,
         on_state_change: Callable[[int, BrokerState, BrokerState, str], None] | None = None,
+        security: ClientSecurity = NONE,
     ) -> None:
         self.broker_id = broker_id
+        # TLS and this broker's own credential (issue 8): the controllers bind it to broker_id.
+        self._headers = {**MSGPACK_HEADERS, **security.headers}
+        self._ssl = security.ssl
         self.controllers = [c.rstrip("/") for c in controllers]
         if not self.controllers:
             raise ValueError("at least one controller URL is needed")
@@ -276,7 +287,9 @@ class BrokerAgent:
         url = self.controllers[send.controller] + PATHS[send.kind]
         started = time.perf_counter()
         try:
-            status, body = await post_msgpack(self.session, url, send.body, send.timeout_ms)
+            status, body = await post_msgpack(
+                self.session, url, send.body, send.timeout_ms, self._headers, self._ssl
+            )
         except (TimeoutError, aiohttp.ClientError, OSError):
             self.errors += 1
             self.stats.errors += 1
@@ -325,7 +338,9 @@ class BrokerAgent:
         assert lc is not None
         url = self.controllers[lc.selector.current] + ALTER_PATH
         try:
-            status, body = await post_msgpack(self.session, url, send.body, send.timeout_ms)
+            status, body = await post_msgpack(
+                self.session, url, send.body, send.timeout_ms, self._headers, self._ssl
+            )
         except (TimeoutError, aiohttp.ClientError, OSError):
             self.isr.on_error(send.request_id, "NETWORK", self.clock())
             self.stats.errors += 1

@@ -19,13 +19,15 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from broker_agent.agent import AgentSettings
 from broker_agent.fleet import RAMP_MS_PER_AGENT, Fleet, FleetSpec
 from broker_agent.isr import IsrConfig
-from kraft.config import BROKER_KEYS, ConfigError, load_config
+from kraft.config import BROKER_KEYS, SECURITY_KEYS, ConfigError, load_config
 from kraft.logs import setup_logging
 from kraft.raft.config import RaftConfig
+from kraft.security.client import ClientSecurity, client_security, from_config
 
 log = logging.getLogger("broker_agent")
 
@@ -170,6 +172,7 @@ def spec_from_args(args: argparse.Namespace, fleet: bool) -> FleetSpec:
         ),
     )
     controllers = tuple(u.strip().rstrip("/") for u in args.controllers.split(",") if u.strip())
+    security = _security(config, first_id, count)
     return FleetSpec(
         first_id=first_id,
         count=count,
@@ -185,7 +188,37 @@ def spec_from_args(args: argparse.Namespace, fleet: bool) -> FleetSpec:
         ramp_ms=getattr(args, "ramp_ms", None),
         max_connections=getattr(args, "max_connections", 100),
         status_port=args.status_port,
+        security=security,
     )
+
+
+def _security(config: Any, first_id: int, count: int) -> dict[int, ClientSecurity]:
+    """Each broker's TLS context and credential. `{id}` in ssl.keystore.location or
+    authentication.token.file is replaced by the broker id, so a fleet's agents each
+    use their own (broker 4 cannot act as broker 5)."""
+    paths = {k: config.get(k) for k in SECURITY_KEYS}
+    if not any(paths.values()):
+        return {}
+    per_id = any(v and "{id}" in v for v in paths.values())
+    if count > 1 and paths["authentication.token.file"] and not per_id:
+        raise ConfigError(
+            "a fleet's agents each need their own credential: put {id} in "
+            "authentication.token.file (e.g. certs/broker-{id}.token)"
+        )
+    out: dict[int, ClientSecurity] = {}
+    shared: ClientSecurity | None = None
+    for bid in range(first_id, first_id + count):
+        if per_id:
+            p = {k: v.replace("{id}", str(bid)) if v else v for k, v in paths.items()}
+            out[bid] = client_security(
+                p["ssl.truststore.location"],
+                p["ssl.keystore.location"],
+                p["authentication.token.file"],
+            )
+        else:
+            shared = shared or from_config(config)
+            out[bid] = shared
+    return out
 
 
 async def _serve(fleet: Fleet) -> int:

@@ -27,7 +27,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 import aiohttp
@@ -37,6 +37,7 @@ from broker_agent.agent import AgentSettings, AgentStats, BrokerAgent, percentil
 from broker_agent.follower import MetadataFollower, wait_event
 from broker_agent.lifecycle import BrokerState
 from kraft.raft.config import RaftConfig
+from kraft.security.client import NONE, ClientSecurity
 
 log = logging.getLogger("broker_agent.fleet")
 
@@ -60,6 +61,8 @@ class FleetSpec:
     max_connections: int = 100  # below the controllers' listen backlog (aiohttp's 128)
     status_port: int | None = None
     status_host: str = "127.0.0.1"
+    # broker id -> its TLS context and credential (issue 8; empty: plaintext, no credential)
+    security: dict[int, ClientSecurity] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -171,6 +174,7 @@ class Fleet:
                 session,
                 cluster_id=spec.cluster_id,
                 raft_config=spec.raft,
+                security=spec.security.get(spec.first_id, NONE),
                 rng=random.Random(f"follower:{spec.seed}:{spec.first_id}"),
                 **clock_kw,
             )
@@ -187,6 +191,7 @@ class Fleet:
                     settings,
                     stats=self.stats,
                     isr_rng=random.Random(f"isr:{spec.seed}:{bid}"),
+                    security=spec.security.get(bid, NONE),
                     **clock_kw,
                 )
                 agent.rng = random.Random(f"lifecycle:{spec.seed}:{bid}:{agent.incarnation_id}")

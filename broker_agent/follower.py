@@ -40,6 +40,7 @@ from kraft.raft.config import RaftConfig
 from kraft.raft.memory_log import MemoryLog
 from kraft.raft.state import ElectionState, LeaderAndEpoch
 from kraft.raft.transport import HttpTransport
+from kraft.security.client import NONE, ClientSecurity
 from metadata_log.batch import decode_records, iter_headers
 from metadata_log.errors import MetadataLogError
 from metadata_log.image import MetadataImage, PartitionRegistration
@@ -243,6 +244,7 @@ async def discover_quorum(
     controllers: Iterable[str],
     timeout_s: float,
     cluster_id: str | None = None,
+    security: ClientSecurity = NONE,
 ) -> QuorumInfo | None:
     """Ask every controller for `GET /v1/quorum` (in parallel, each with a timeout)."""
     urls = [u.rstrip("/") for u in controllers]
@@ -251,8 +253,9 @@ async def discover_quorum(
         try:
             async with session.get(
                 url + "/v1/quorum",
-                headers={"Accept": "application/json"},
+                headers={"Accept": "application/json", **security.headers},
                 timeout=aiohttp.ClientTimeout(total=timeout_s),
+                ssl=security.ssl,
             ) as resp:
                 if resp.status != 200:
                     return None
@@ -306,8 +309,10 @@ class MetadataFollower:
         discovery_timeout_s: float = 2.0,
         max_discovery_backoff_s: float = 5.0,
         retain_offsets: int = 4096,
+        security: ClientSecurity = NONE,
     ) -> None:
         self.node_id = node_id
+        self.security = security  # fetches as an observer with broker node_id's credential
         self.controllers = [c.rstrip("/") for c in controllers]
         self.session = session  # for discovery; the Raft transport has its own pool
         self.cluster_id = cluster_id
@@ -425,7 +430,7 @@ class MetadataFollower:
             if self._stopped or self.quorum is None:
                 return
             q = self.quorum
-            self.transport = HttpTransport(dict(q.urls))
+            self.transport = HttpTransport(dict(q.urls), security=self.security)
             self.client = RaftClient(
                 self.node_id,
                 {v: q.urls.get(v, "") for v in q.voters},
@@ -459,7 +464,11 @@ class MetadataFollower:
         backoff = 0.1
         while not self._stopped:
             info = await discover_quorum(
-                self.session, self.controllers, self.discovery_timeout_s, self.cluster_id
+                self.session,
+                self.controllers,
+                self.discovery_timeout_s,
+                self.cluster_id,
+                self.security,
             )
             if info is not None:
                 self.quorum = info
@@ -480,7 +489,7 @@ class MetadataFollower:
 
     async def _rediscover(self) -> None:
         info = await discover_quorum(
-            self.session, self.controllers, self.discovery_timeout_s, self.cluster_id
+            self.session, self.controllers, self.discovery_timeout_s, self.cluster_id, self.security
         )
         if info is None or self.quorum is None:
             return

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kraft import cluster
 
     cluster.register(sub)
+    from kraft.security import certs
+
+    certs.register(sub)
     from kraft.server.node import add_controller_parser
 
     add_controller_parser(sub)
@@ -67,6 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kraft.server.node import run_controller
 
         return run_controller(args)
+    if args.command == "certs":
+        from kraft.security.certs import run as run_certs
+
+        return run_certs(args)
     if args.command == "cluster":
         from kraft.cluster import run as run_cluster
 

@@ -2,7 +2,8 @@
 
 Any controller URL works as a bootstrap: a NOT_CONTROLLER answer names the
 active controller (`leader_url`) and the call goes there next. Every call has a
-timeout; retries are bounded, with exponential backoff.
+timeout; retries are bounded, with exponential backoff. With a ClientSecurity
+(kraft.security.client) calls go over TLS and carry the principal's token.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+
+from kraft.security.client import NONE, ClientSecurity
 
 
 @dataclass
@@ -40,6 +43,7 @@ class AdminClient:
         max_attempts: int = 8,
         backoff_s: float = 0.1,
         session: aiohttp.ClientSession | None = None,
+        security: ClientSecurity = NONE,
     ) -> None:
         urls = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
         self.urls = [u.strip().rstrip("/") for u in urls if u.strip()]
@@ -54,6 +58,12 @@ class AdminClient:
         self._session = session
         self._own_session = session is None
         self._preferred: str | None = None
+        self.security = security
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            **security.headers,
+        }
 
     async def __aenter__(self) -> AdminClient:
         return self
@@ -77,8 +87,9 @@ class AdminClient:
                 method,
                 base + path,
                 data=None if body is None else json.dumps(body),
-                headers={"Content-Type": "application/json", "Accept": "application/json"},
+                headers=self._headers,
                 timeout=self.timeout,
+                ssl=self.security.ssl,
             ) as resp:
                 text = await resp.text()
                 try:
@@ -96,8 +107,18 @@ class AdminClient:
                         p,
                     )
                 return payload
+        except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as e:
+            # Not retried: a certificate that is refused now is refused on the next try.
+            raise ClientError(
+                "SSL_AUTHENTICATION_FAILED",
+                f"{base}: {type(e).__name__}: {e} (TLS: check ssl.truststore.location, "
+                "ssl.keystore.location and the certificate's names)",
+            ) from None
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
-            raise ClientError("NETWORK", f"{base}: {type(e).__name__}: {e}") from None
+            hint = ""
+            if base.startswith("http://") and isinstance(e, aiohttp.ServerDisconnectedError):
+                hint = " (is it a TLS listener? use https:// and a truststore)"
+            raise ClientError("NETWORK", f"{base}: {type(e).__name__}: {e}{hint}") from None
 
     async def call(self, method: str, path: str, body: Any = None, any_node: bool = False) -> Any:
         """Call the active controller (or, with any_node, the first node that answers)."""

@@ -7,6 +7,12 @@ did not start. Children get SIGTERM from the kernel if this process dies
 (Linux PR_SET_PDEATHSIG), so even a kill -9 of the supervisor leaves no orphans.
 
 Node ids are one namespace (as in Kafka): controllers are 1..C, brokers C+1..C+B.
+
+Secure mode (`ClusterSpec.certs_dir`, `kraft cluster up --secure`): `kraft certs`
+material in that directory (generated when missing), every controller on https
+with its own keystore and token (`--config DIR/controller-N.properties`), every
+broker with its own (`DIR/broker-N.properties`), and this supervisor's own calls
+made as `admin`.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+from kraft.security.client import NONE, ClientSecurity, from_command_config, urllib_kwargs
 
 T = TypeVar("T")
 
@@ -54,17 +62,27 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def http_json(method: str, url: str, body: Any = None, timeout: float = 3.0) -> tuple[int, Any]:
+def http_json(
+    method: str,
+    url: str,
+    body: Any = None,
+    timeout: float = 3.0,
+    security: ClientSecurity = NONE,
+) -> tuple[int, Any]:
     """One JSON request with a timeout; (status, decoded body). Raises OSError if unreachable."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(
         url,
         data=data,
         method=method,
-        headers={"Content-Type": "application/json", "Accept": "application/json"},
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            **security.headers,
+        },
     )
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, **urllib_kwargs(security)) as resp:
             raw = resp.read()
             return resp.status, json.loads(raw) if raw else None
     except urllib.error.HTTPError as e:
@@ -132,6 +150,9 @@ class ClusterSpec:
     broker_overrides: dict[str, str] = field(default_factory=dict)
     broker_args: list[str] = field(default_factory=list)
     log_format: str = "json"
+    # TLS + authentication (issue 8): kraft certs material here (created when missing)
+    certs_dir: Path | None = None
+    spare_broker_ids: int = 4  # secure mode: credentials for brokers added later
 
     def __post_init__(self) -> None:
         if not 1 <= self.controllers <= 9:
@@ -161,7 +182,13 @@ class LocalCluster:
         self.ports = ports
         self.peer_ports = peer_ports
         self.voters = ",".join(f"{i + 1}@{spec.host}:{p}" for i, p in enumerate(ports))
-        self.controller_urls = [f"http://{spec.host}:{p}" for p in ports]
+        self.security = NONE
+        scheme = "http"
+        if spec.certs_dir is not None:
+            self._ensure_certs(spec)
+            self.security = from_command_config(str(spec.certs_dir / "admin.properties"))
+            scheme = "https"
+        self.controller_urls = [f"{scheme}://{spec.host}:{p}" for p in ports]
         self.nodes: dict[int, Node] = {}
         for i in range(spec.controllers):
             nid = i + 1
@@ -177,6 +204,8 @@ class LocalCluster:
                     "--listen", f"{spec.host}:{ports[i]}",
                     "--cluster-id", f"kraft-local-{ports[0]}",
                 ]  # fmt: skip
+            if spec.certs_dir is not None:
+                args += ["--config", str(spec.certs_dir / f"controller-{nid}.properties")]
             for k, v in spec.controller_overrides.items():
                 args += ["--override", f"{k}={v}"]
             self.nodes[nid] = Node(
@@ -185,6 +214,21 @@ class LocalCluster:
             )  # fmt: skip
         for j in range(spec.brokers):
             self.add_broker(spec.controllers + 1 + j)
+
+    @staticmethod
+    def _ensure_certs(spec: ClusterSpec) -> None:
+        assert spec.certs_dir is not None
+        if (spec.certs_dir / "admin.properties").exists():
+            return
+        from kraft.security.certs import generate
+
+        c = spec.controllers
+        generate(
+            spec.certs_dir,
+            list(range(1, c + 1)),
+            list(range(c + 1, c + spec.brokers + spec.spare_broker_ids + 1)),
+            admin=True,
+        )
 
     def _voters_seen_by(self, nid: int) -> str:
         if self.peer_ports is None:
@@ -207,6 +251,11 @@ class LocalCluster:
             "--log-format", self.spec.log_format,
             *self.spec.broker_args,
         ]  # fmt: skip
+        if self.spec.certs_dir is not None:
+            cfg = self.spec.certs_dir / f"broker-{broker_id}.properties"
+            if not cfg.exists():
+                raise ValueError(f"no credentials for broker {broker_id} in {self.spec.certs_dir}")
+            args += ["--config", str(cfg)]
         for k, v in self.spec.broker_overrides.items():
             args += ["--override", f"{k}={v}"]
         node = Node(broker_id, "broker", args, self.data_dir / "logs" / f"broker-{broker_id}.log")
@@ -325,7 +374,9 @@ class LocalCluster:
         if not node.alive() or node.stopped or node.url is None:
             return None
         try:
-            status, body = http_json("GET", f"{node.url}/v1/quorum", timeout=timeout)
+            status, body = http_json(
+                "GET", f"{node.url}/v1/quorum", timeout=timeout, security=self.security
+            )
         except OSError:
             return None
         return body if status == 200 and isinstance(body, dict) else None
@@ -353,7 +404,9 @@ class LocalCluster:
             if not n.alive() or n.stopped:
                 continue
             try:
-                status, body = http_json("GET", f"{n.url}{path}", timeout=timeout)
+                status, body = http_json(
+                    "GET", f"{n.url}{path}", timeout=timeout, security=self.security
+                )
             except OSError as e:
                 last = e
                 continue
@@ -366,7 +419,9 @@ class LocalCluster:
         q = self.leader()
         if q is None:
             raise OSError("no active controller")
-        status, body = http_json("GET", f"{self.nodes[q['node_id']].url}{path}", timeout=timeout)
+        status, body = http_json(
+            "GET", f"{self.nodes[q['node_id']].url}{path}", timeout=timeout, security=self.security
+        )
         if status != 200:
             raise OSError(f"GET {path}: HTTP {status} {body}")
         return body
@@ -376,7 +431,9 @@ class LocalCluster:
         q = self.leader()
         if q is None:
             raise OSError("no active controller")
-        status, out = http_json(method, f"{self.nodes[q['node_id']].url}{path}", body, timeout)
+        status, out = http_json(
+            method, f"{self.nodes[q['node_id']].url}{path}", body, timeout, self.security
+        )
         if status >= 300:
             raise RuntimeError(f"{method} {path}: HTTP {status} {out}")
         return out
@@ -434,6 +491,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="a configuration value for every controller and broker (repeatable), "
         "e.g. broker.session.timeout.ms=6000",
     )
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS and authentication on: certificates and tokens from `kraft certs` in "
+        "DATA_DIR/certs (generated when missing); admin tools use "
+        "--command-config DATA_DIR/certs/admin.properties",
+    )
 
 
 def _parse_override(text: str) -> tuple[str, str]:
@@ -452,6 +516,7 @@ def run(args: argparse.Namespace) -> int:
             Path(args.data_dir),
             controller_overrides=overrides,
             broker_overrides=overrides,
+            certs_dir=(Path(args.data_dir) / "certs").resolve() if args.secure else None,
         )
     except ValueError as e:
         print(f"kraft cluster up: {e}", file=sys.stderr)
@@ -471,6 +536,8 @@ def run(args: argparse.Namespace) -> int:
         for n in cluster.brokers:
             print(f"  broker {n.node_id}: pid {n.pid}  (log {n.log_path})")
         print(f"admin tools: export KRAFT_BOOTSTRAP={','.join(cluster.controller_urls)}")
+        if spec.certs_dir is not None:
+            print(f"             export KRAFT_COMMAND_CONFIG={spec.certs_dir / 'admin.properties'}")
         print("Ctrl-C stops the cluster.", flush=True)
         started = time.monotonic()
         while not stop.wait(args.status_interval):

@@ -180,6 +180,91 @@ KEYS: dict[str, ConfigKey] = {
             "largest accepted request body (413 beyond)",
             at_least(1024),
         ),
+        # ---- security and limits (issue 8; README "Security")
+        ConfigKey(
+            "ssl.keystore.location",
+            "str",
+            None,
+            "PEM file with this node's certificate chain and private key: the listener "
+            "speaks TLS (https) when set; clients present it for mTLS",
+        ),
+        ConfigKey(
+            "ssl.truststore.location",
+            "str",
+            None,
+            "PEM file with the CA certificate(s) that sign the other nodes' certificates",
+        ),
+        ConfigKey(
+            "ssl.client.auth",
+            "str",
+            "none",
+            "client certificates at the listener: required, requested or none",
+            lambda v: (
+                None
+                if v in ("required", "requested", "none")
+                else "must be one of required, requested, none"
+            ),
+        ),
+        ConfigKey(
+            "authorizer.enable",
+            "bool",
+            False,
+            "authenticate every request (mTLS certificate or token) and authorize it",
+        ),
+        ConfigKey(
+            "super.users",
+            "str",
+            "User:admin",
+            "principals allowed admin operations (Kafka's form: User:admin;User:ops)",
+        ),
+        ConfigKey(
+            "authentication.credentials.file",
+            "str",
+            None,
+            "the controller's principal=salted-hash lines for token authentication",
+        ),
+        ConfigKey(
+            "authentication.token.file",
+            "str",
+            None,
+            "this process's own token (one line principal:secret) sent to controllers",
+        ),
+        ConfigKey(
+            "max.connections",
+            "int",
+            1000,
+            "open connections a controller listener accepts (more are closed at once)",
+            at_least(1),
+        ),
+        ConfigKey(
+            "connections.max.idle.ms",
+            "int",
+            60_000,
+            "close a connection idle this long, or whose request (headers or body) is "
+            "not fully received within it",
+            at_least(100),
+        ),
+        ConfigKey(
+            "max.partitions.per.topic",
+            "int",
+            10_000,
+            "largest partition count of one topic (create / add partitions): POLICY_VIOLATION beyond",
+            at_least(1),
+        ),
+        ConfigKey(
+            "max.topics",
+            "int",
+            100_000,
+            "largest number of topics in the cluster: POLICY_VIOLATION beyond",
+            at_least(1),
+        ),
+        ConfigKey(
+            "replica.fetch.response.max.bytes",
+            "int",
+            10 * 1024 * 1024,
+            "server-side cap on a Fetch's / FetchSnapshot's max_bytes",
+            at_least(1024),
+        ),
         ConfigKey("broker.rack", "str", None, "the broker's rack"),
         ConfigKey(
             "controlled.shutdown.timeout.ms",
@@ -310,6 +395,14 @@ def load_config(
     return Config(values, unused)
 
 
+# What every client of a controller (broker agents, admin tools, controllers as
+# Raft peers) reads to reach a secured listener.
+SECURITY_KEYS = (
+    "ssl.keystore.location",
+    "ssl.truststore.location",
+    "authentication.token.file",
+)
+
 CONTROLLER_KEYS = (
     "node.id",
     "controller.quorum.voters",
@@ -331,6 +424,16 @@ CONTROLLER_KEYS = (
     "request.timeout.ms",
     "controller.event.queue.size",
     "max.request.bytes",
+    *SECURITY_KEYS,
+    "authorizer.enable",
+    "super.users",
+    "authentication.credentials.file",
+    "ssl.client.auth",
+    "max.connections",
+    "connections.max.idle.ms",
+    "max.partitions.per.topic",
+    "max.topics",
+    "replica.fetch.response.max.bytes",
 )
 
 BROKER_KEYS = (
@@ -344,4 +447,5 @@ BROKER_KEYS = (
     "broker.isr.expansion.enable",
     "broker.simulated.lag.probability",
     "controller.quorum.fetch.max.wait.ms",
+    *SECURITY_KEYS,
 )

@@ -13,7 +13,12 @@
 7. the cluster stops; `spark-replay` rebuilds the history from a controller's log
    and the summary is printed with where report.html is.
 
-Run: `python -m kraft.demo [--data-dir DIR] [--keep]`. Each step prints what it
+With `--secure` (`make demo SECURE=1`) the same story runs with TLS and
+authentication on: `kraft certs` material in DATA_DIR/certs, every listener on
+https, every controller and broker with its own credential, the demo itself
+acting as `admin`; step 1 also shows a forged heartbeat refused.
+
+Run: `python -m kraft.demo [--data-dir DIR] [--keep] [--secure]`. Each step prints what it
 waits for and how long it took; a step that does not happen in time fails the
 demo with a message naming it (exit 1).
 """
@@ -30,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kraft.cluster import ClusterSpec, LocalCluster, wait_for
+from kraft.cluster import ClusterSpec, LocalCluster, http_json, wait_for
+from kraft.security.client import client_security
 
 SESSION_MS = 6000
 HEARTBEAT_MS = 1000
@@ -71,7 +77,25 @@ def all_unfenced(cluster: LocalCluster, ids: list[int]) -> bool:
     return all(i in view and not view[i]["fenced"] for i in ids)
 
 
-def run_demo(data_dir: Path, keep: bool) -> int:
+def show_security(cluster: LocalCluster, broker_ids: list[int]) -> None:
+    """One forged request and one without a credential, refused by the active controller."""
+    certs = cluster.spec.certs_dir
+    assert certs is not None
+    forger, victim = broker_ids[0], broker_ids[1]
+    as_forger = client_security(str(certs / "ca.pem"), None, str(certs / f"broker-{forger}.token"))
+    anonymous = client_security(str(certs / "ca.pem"), None, None)
+    url = cluster.nodes[cluster.wait_leader()["node_id"]].url
+    body = {"broker_id": victim, "broker_epoch": 0, "current_metadata_offset": 0}
+    status, out = http_json("POST", f"{url}/v1/brokers/heartbeat", body, 5, as_forger)
+    say(
+        f"   forged: broker {forger}'s credential sends a heartbeat as broker {victim} -> "
+        f"HTTP {status} {out.get('error_code')}: {out.get('message')}"
+    )
+    status, out = http_json("GET", f"{url}/v1/brokers", None, 5, anonymous)
+    say(f"   no credential: GET /v1/brokers -> HTTP {status} {out.get('error_code')}")
+
+
+def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
     if data_dir.exists() and not keep:
         shutil.rmtree(data_dir)
     spec = ClusterSpec(
@@ -84,12 +108,18 @@ def run_demo(data_dir: Path, keep: bool) -> int:
         },
         controller_overrides={"broker.session.timeout.ms": str(SESSION_MS)},
         broker_args=["--simulate-lag"],
+        certs_dir=(data_dir / "certs").resolve() if secure else None,
     )
     cluster = LocalCluster(spec)
     topics = ["orders", "payments"]
     broker_ids = [b.node_id for b in cluster.brokers]
     try:
         t0 = step(1, "start 3 controllers and 4 broker agents")
+        if secure:
+            say(
+                f"   secure: TLS (https) and authentication on; CA, certificates and tokens "
+                f"in {spec.certs_dir} (kraft certs); the demo acts as principal 'admin'"
+            )
         cluster.start_all()
         for n in cluster.controllers:
             say(f"   controller {n.node_id}  {n.url}  pid {n.pid}")
@@ -97,6 +127,8 @@ def run_demo(data_dir: Path, keep: bool) -> int:
         say(f"   controller {q['node_id']} leads epoch {q['leader_epoch']} ({took(t0)})")
         wait_for(lambda: all_unfenced(cluster, broker_ids), 30, "every broker unfenced")
         say(f"   brokers {broker_ids} registered and unfenced ({took(t0)})")
+        if secure:
+            show_security(cluster, broker_ids)
 
         t0 = step(2, "create topics orders (6 partitions) and payments (3), replication factor 3")
         cluster.active_call(
@@ -175,7 +207,7 @@ def run_demo(data_dir: Path, keep: bool) -> int:
         url = cluster.nodes[q["node_id"]].url
 
         say(f"\n   curl {url}/metrics  (the active controller; Kafka's metric names):")
-        for line in _get_text(f"{url}/metrics").splitlines():
+        for line in _get_text(f"{url}/metrics", cluster).splitlines():
             if _shown_metric(line):
                 say(f"     {line}")
         say(
@@ -184,20 +216,13 @@ def run_demo(data_dir: Path, keep: bool) -> int:
             "killed in step 4)"
         )
         say("\n   kraft quorum describe --replication:")
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "kraft.cli",
-                "quorum",
-                "describe",
-                "--bootstrap",
-                url,
-                "--replication",
-            ],
-            check=False,
-            timeout=30,
-        )
+        describe = [
+            sys.executable, "-m", "kraft.cli", "quorum", "describe",
+            "--bootstrap", url, "--replication",
+        ]  # fmt: skip
+        if spec.certs_dir is not None:
+            describe += ["--command-config", str(spec.certs_dir / "admin.properties")]
+        subprocess.run(describe, check=False, timeout=30)
     finally:
         t0 = step(7, "stop the cluster")
         codes = cluster.stop_all()
@@ -234,10 +259,14 @@ def _shown_metric(line: str) -> bool:
     return not name.endswith(("_bucket", "_created"))
 
 
-def _get_text(url: str) -> str:
+def _get_text(url: str, cluster: LocalCluster) -> str:
     import urllib.request
 
-    with urllib.request.urlopen(url, timeout=5) as resp:
+    from kraft.security.client import urllib_kwargs
+
+    sec = cluster.security
+    req = urllib.request.Request(url, headers=sec.headers)
+    with urllib.request.urlopen(req, timeout=5, **urllib_kwargs(sec)) as resp:
         return resp.read().decode()
 
 
@@ -246,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default="demo-data", help="default: ./demo-data")
     parser.add_argument(
         "--keep", action="store_true", help="do not wipe the data dir from a previous run"
+    )
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS and authentication on (certificates generated into DATA_DIR/certs)",
     )
     args = parser.parse_args(argv)
 
@@ -256,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     # Ctrl-C raises KeyboardInterrupt even where a shell started us with SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return run_demo(Path(args.data_dir), args.keep)
+        return run_demo(Path(args.data_dir), args.keep, args.secure)
     except (TimeoutError, OSError, RuntimeError) as e:
         print(f"demo failed: {e}", file=sys.stderr)
         return 1

@@ -11,6 +11,10 @@ HTTP_STATUS: dict[str, int] = {
     "INVALID_CONFIG": 400,
     "INVALID_TOPIC_EXCEPTION": 400,
     "INVALID_REPLICA_ASSIGNMENT": 400,
+    # a CreateTopicPolicy-like limit (max.partitions.per.topic, max.topics)
+    "POLICY_VIOLATION": 400,
+    # 403: authenticated but not allowed; raised with http_status=401 when the
+    # credential is missing or invalid
     "UNAUTHORIZED": 403,
     "UNKNOWN_TOPIC_OR_PARTITION": 404,
     "BROKER_ID_NOT_REGISTERED": 404,
@@ -37,9 +41,12 @@ HTTP_STATUS: dict[str, int] = {
 class ApiError(Exception):
     """An error answered to a client: Kafka's name, a message naming the problem."""
 
-    def __init__(self, code: str, message: str, **extra: Any) -> None:
+    def __init__(
+        self, code: str, message: str, *, http_status: int | None = None, **extra: Any
+    ) -> None:
         if code not in HTTP_STATUS:
             raise ValueError(f"unknown error code {code}")
+        self.http_status = http_status
         self.code = code
         self.message = message
         self.extra = extra
@@ -47,7 +54,7 @@ class ApiError(Exception):
 
     @property
     def status(self) -> int:
-        return HTTP_STATUS[self.code]
+        return self.http_status or HTTP_STATUS[self.code]
 
     def to_body(self) -> dict[str, Any]:
         return {"error_code": self.code, "message": self.message, **self.extra}

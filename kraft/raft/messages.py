@@ -267,7 +267,11 @@ class WireFormatError(ValueError):
 
 
 def _pair(v: Any, what: str) -> tuple[int, int]:
-    if not (isinstance(v, list | tuple) and len(v) == 2 and all(type(x) is int for x in v)):
+    if not (
+        isinstance(v, list | tuple)
+        and len(v) == 2
+        and all(type(x) is int and -1 <= x <= _INT64_MAX for x in v)
+    ):
         raise WireFormatError(f"{what} must be a pair of integers, got {v!r}")
     return v[0], v[1]
 
@@ -290,6 +294,33 @@ _INT_FIELDS = {
     "position",
     "size",
 }
+# Ranges on the wire (Kafka's int32 epochs and ids, int64 offsets). An epoch must
+# leave room for the next election: a Vote claiming epoch 2**31 - 1 would make the
+# receiver a candidate at 2**31, which no batch header can hold (a hostile request
+# must not be able to stop a node). -1 is "none / not sent" everywhere.
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+_EPOCH_FIELDS = {
+    "candidate_epoch",
+    "last_offset_epoch",
+    "leader_epoch",
+    "replica_epoch",
+    "last_fetched_epoch",
+}
+_NONNEG_INT32_FIELDS = {"max_wait_ms", "max_bytes"}
+_INT32_FIELDS = {"candidate_id", "leader_id", "replica_id"}
+
+
+def _int_range(name: str) -> tuple[int, int]:
+    if name in _EPOCH_FIELDS:
+        return -1, _INT32_MAX - 1
+    if name in _NONNEG_INT32_FIELDS:
+        return 0, _INT32_MAX
+    if name in _INT32_FIELDS:
+        return -1, _INT32_MAX
+    return -1, _INT64_MAX  # offsets, positions, sizes
+
+
 _BOOL_FIELDS = {"pre_vote", "vote_granted", "replica_is_voter"}
 _BYTES_FIELDS = {"records", "chunk"}
 _STR_FIELDS = frozenset(
@@ -301,9 +332,10 @@ def message_from_wire(obj: Any) -> RaftMessage:
     """Validate and rebuild a message from its dict form; WireFormatError if malformed."""
     if not isinstance(obj, dict):
         raise WireFormatError("a Raft message must be a map")
-    cls = _BY_NAME.get(obj.get("type"))  # type: ignore[arg-type]
+    kind = obj.get("type")
+    cls = _BY_NAME.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise WireFormatError(f"unknown Raft message type {obj.get('type')!r}")
+        raise WireFormatError(f"unknown Raft message type {kind!r}")
     kwargs: dict[str, Any] = {}
     for f in fields(cls):
         if f.name not in obj:
@@ -315,6 +347,9 @@ def message_from_wire(obj: Any) -> RaftMessage:
         if name in _INT_FIELDS:
             if type(v) is not int:
                 raise WireFormatError(f"{cls.__name__}.{name} must be an integer")
+            lo, hi = _int_range(name)
+            if not lo <= v <= hi:
+                raise WireFormatError(f"{cls.__name__}.{name} must be in {lo}..{hi}, got {v}")
         elif name in _BOOL_FIELDS:
             if type(v) is not bool:
                 raise WireFormatError(f"{cls.__name__}.{name} must be a boolean")
@@ -328,8 +363,10 @@ def message_from_wire(obj: Any) -> RaftMessage:
             if name == "error" and v not in ERRORS:
                 raise WireFormatError(f"{cls.__name__}: unknown error {v!r}")
         elif name == "preferred_successors":
-            if not isinstance(v, list | tuple) or not all(type(x) is int for x in v):
-                raise WireFormatError("preferred_successors must be a list of integers")
+            if not isinstance(v, list | tuple) or not all(
+                type(x) is int and 0 <= x <= _INT32_MAX for x in v
+            ):
+                raise WireFormatError("preferred_successors must be a list of node ids")
             v = tuple(v)
         elif name == "snapshot_id":
             if v is not None:

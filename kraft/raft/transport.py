@@ -6,6 +6,10 @@ raises TransportError: connection refused, timeout, an HTTP error without a
 Raft body, or a body that is not the expected response. Retries are not made
 here: the core decides (it backs off and resends, bounded by its timers), so a
 lost request is reported once and quickly.
+
+With security configured (kraft.security.client), requests go over TLS (https
+peer URLs, verified against the truststore, the node's keystore presented for
+mTLS) and carry the node's Authorization header.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from kraft.raft.messages import (
     message_from_wire,
     to_wire,
 )
+from kraft.security.client import NONE, ClientSecurity
 
 MSGPACK = "application/msgpack"
 # The response class of each request class (they share the endpoint name).
@@ -54,12 +59,15 @@ class HttpTransport:
         *,
         connect_timeout_s: float = 1.0,
         max_connections_per_peer: int = 8,
+        security: ClientSecurity = NONE,
     ) -> None:
-        """`peers`: node id -> base URL (``http://host:port``)."""
+        """`peers`: node id -> base URL (``http://host:port`` or ``https://``)."""
         self.peers = {k: v.rstrip("/") for k, v in peers.items()}
         self._connect_timeout_s = connect_timeout_s
         self._max_per_host = max_connections_per_peer
         self._session: aiohttp.ClientSession | None = None
+        self._ssl = security.ssl
+        self._headers = {"Content-Type": MSGPACK, "Accept": MSGPACK, **security.headers}
 
     def _sess(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -84,8 +92,9 @@ class HttpTransport:
             async with self._sess().post(
                 url,
                 data=encode(request),
-                headers={"Content-Type": MSGPACK, "Accept": MSGPACK},
+                headers=self._headers,
                 timeout=timeout,
+                ssl=self._ssl,
             ) as resp:
                 body = await resp.read()
                 status = resp.status

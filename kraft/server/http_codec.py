@@ -32,8 +32,8 @@ async def read_body(request: web.Request) -> Any:
     """The decoded body, or ApiError naming what is wrong with it."""
     try:
         raw = await request.read()
-    except web.HTTPRequestEntityTooLarge as e:
-        raise ApiError("REQUEST_TOO_LARGE", f"request body exceeds {e.max_size} bytes") from None
+    except web.HTTPRequestEntityTooLarge:
+        raise too_large(request) from None
     if not raw:
         return {}
     if request.content_type in (MSGPACK, "application/x-msgpack"):
@@ -45,6 +45,17 @@ async def read_body(request: web.Request) -> Any:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ApiError("INVALID_REQUEST", f"body is not valid JSON: {e}") from None
+
+
+def too_large(request: web.Request) -> ApiError:
+    """413 naming the limit (aiohttp's exception does not carry it in every version)."""
+    limit = getattr(request, "_client_max_size", None)
+    return ApiError(
+        "REQUEST_TOO_LARGE",
+        f"request body exceeds max.request.bytes ({limit} bytes)"
+        if limit
+        else "request body exceeds max.request.bytes",
+    )
 
 
 def reply(request: web.Request, body: Any, status: int = 200) -> web.Response:
@@ -66,10 +77,8 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
         return await handler(request)
     except ApiError as e:
         return error_reply(request, e)
-    except web.HTTPRequestEntityTooLarge as e:
-        return error_reply(
-            request, ApiError("REQUEST_TOO_LARGE", f"request body exceeds {e.max_size} bytes")
-        )
+    except web.HTTPRequestEntityTooLarge:
+        return error_reply(request, too_large(request))
     except web.HTTPNotFound:
         return reply(
             request,

@@ -51,6 +51,7 @@ from kraft.config import Config, ConfigError, parse_properties
 from kraft.controller.batching import EncodedBatch
 from kraft.controller.quorum_controller import ControllerConfig, ControllerResult, QuorumController
 from kraft.controller.requests import RegisterBrokerRequest
+from kraft.controller.topic_policy import TopicLimits
 from kraft.logs import log_state_change
 from kraft.raft.client import CommittedBatch, RaftClient
 from kraft.raft.client import NotLeaderError as RaftNotLeaderError
@@ -62,6 +63,7 @@ from kraft.raft.transport import HttpTransport
 from kraft.server.controller_service import REPLAY_CHUNK, ControllerService
 from kraft.server.controller_service import NotLeaderError as ServiceNotLeaderError
 from kraft.server.http_codec import error_middleware
+from kraft.server.limits import GuardedSite, body_middleware
 from kraft.server.metrics import ControllerMetrics, image_gauges
 from kraft.server.quorum_routes import build_quorum_routes
 from kraft.server.raft_routes import build_raft_routes
@@ -385,8 +387,8 @@ class NodeSettings:
         return default if self.config is None else self.config.get(key, default)
 
 
-def _url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+def _url(host: str, port: int, scheme: str = "http") -> str:
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 # ------------------------------------------------------------------------ node
@@ -407,8 +409,13 @@ class ControllerNode:
         if not voters and not s.bootstrap_controllers:
             raise ConfigError("give --voters or --bootstrap-controllers")
         self.listen = s.listen or voters[s.node_id]
-        self.voter_urls = {i: _url(h, p) for i, (h, p) in voters.items()}
-        self.url = _url(*self.listen)
+        # TLS, authentication and authorization (issue 8); all off by default.
+        from kraft.security.server import ServerSecurity
+
+        self.security = ServerSecurity.from_config(s.config)
+        scheme = self.security.scheme
+        self.voter_urls = {i: _url(h, p, scheme) for i, (h, p) in voters.items()}
+        self.url = _url(*self.listen, scheme)
         self.data_dir = Path(s.data_dir)
         explicit = s.cluster_id is not None
         if s.cluster_id is None and not voters:
@@ -440,7 +447,7 @@ class ControllerNode:
             self.log,
             QuorumStateFile(self.data_dir),
             self.raft_config,
-            transport=HttpTransport(self.voter_urls),
+            transport=HttpTransport(self.voter_urls, security=self.security.client),
             rng=random.Random(),
             directory_id=self.directory_id,
             bootstrap_servers=s.bootstrap_controllers,
@@ -492,21 +499,47 @@ class ControllerNode:
     # ----------------------------------------------------------------- lifecycle
 
     def build_app(self) -> web.Application:
+        from kraft.security.server import SECURITY, security_middleware
+
+        s = self.settings
+        middlewares: list[Any] = [error_middleware]
+        if self.security.authorizer is not None:
+            middlewares.append(security_middleware(self.security))
+        middlewares.append(body_middleware(s.get("connections.max.idle.ms", 60_000) / 1000))
         app = web.Application(
-            middlewares=[error_middleware],
-            client_max_size=self.settings.get("max.request.bytes", 10 * 1024 * 1024),
+            middlewares=middlewares,
+            client_max_size=s.get("max.request.bytes", 10 * 1024 * 1024),
         )
-        app.add_routes(build_raft_routes(self.raft))
+        app[SECURITY] = self.security
+        app.add_routes(
+            build_raft_routes(
+                self.raft, s.get("replica.fetch.response.max.bytes", 10 * 1024 * 1024)
+            )
+        )
         app.add_routes(build_quorum_routes(self.raft))
-        app.add_routes(build_routes(_RoutesService(self)))
+        limits = TopicLimits(
+            max_partitions_per_topic=s.get("max.partitions.per.topic", 10_000),
+            max_topics=s.get("max.topics", 100_000),
+        )
+        app.add_routes(build_routes(_RoutesService(self), limits))
         return app
 
     async def start(self) -> None:
         """Listen first (peers and clients get answers at once), then drive Raft."""
-        self._runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
+        idle_s = self.settings.get("connections.max.idle.ms", 60_000) / 1000
+        self._runner = web.AppRunner(
+            self.build_app(), access_log=None, handle_signals=False, keepalive_timeout=idle_s
+        )
         await self._runner.setup()
         host, port = self.listen
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        site = GuardedSite(
+            self._runner,
+            host,
+            port,
+            ssl_context=self.security.ssl_context,
+            max_connections=self.settings.get("max.connections", 1000),
+            handshake_timeout_s=idle_s,
+        )
         try:
             await site.start()
         except OSError as e:
@@ -847,16 +880,21 @@ def _settings_from_args(args: Any) -> NodeSettings:
     return NodeSettings(node_id, voters, Path(data_dir), args.cluster_id, listen, config, bootstrap)
 
 
-async def learn_cluster_id(urls: tuple[str, ...], timeout_s: float = 5.0) -> str:
+async def learn_cluster_id(
+    urls: tuple[str, ...], timeout_s: float = 5.0, config: Config | None = None
+) -> str:
     """The cluster id, from the first bootstrap controller that answers GET /v1/quorum."""
     import aiohttp
 
+    from kraft.security.client import from_config
+
+    sec = from_config(config)
     errors = []
     timeout = aiohttp.ClientTimeout(total=timeout_s)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    async with aiohttp.ClientSession(timeout=timeout, headers=sec.headers) as session:
         for url in urls:
             try:
-                async with session.get(f"{url}/v1/quorum") as resp:
+                async with session.get(f"{url}/v1/quorum", ssl=sec.ssl) as resp:
                     body = await resp.json(content_type=None)
                 cid = body.get("cluster_id") if isinstance(body, dict) else None
                 if isinstance(cid, str) and cid:
@@ -879,7 +917,9 @@ async def serve(settings: NodeSettings) -> int:
         if props is not None and props.get("cluster.id"):
             settings.cluster_id = props["cluster.id"]
         else:
-            settings.cluster_id = await learn_cluster_id(settings.bootstrap_controllers)
+            settings.cluster_id = await learn_cluster_id(
+                settings.bootstrap_controllers, config=settings.config
+            )
     gc.set_threshold(*GC_THRESHOLDS)  # before start: loading a big snapshot allocates millions
     node = ControllerNode(settings)
     loop = asyncio.get_running_loop()

@@ -28,6 +28,8 @@ from kraft.raft.core import (
     VOTER_NOT_FOUND,
     ReconfigError,
 )
+from kraft.security.server import authorize_admin
+from kraft.server.api_spec import routes_from_spec
 from kraft.server.http_codec import read_body, reply
 from kraft.server.routes import not_controller
 
@@ -77,6 +79,7 @@ def build_quorum_routes(raft: RaftClient) -> list[web.RouteDef]:
             raise not_controller(le.leader_id, raft.leader_url(le.leader_id))
 
     async def add_voter(request: web.Request) -> web.Response:
+        authorize_admin(request, "change the controller quorum")
         body = await read_body(request)
         if not isinstance(body, dict):
             raise ApiError("INVALID_REQUEST", "the body must be an object")
@@ -94,6 +97,7 @@ def build_quorum_routes(raft: RaftClient) -> list[web.RouteDef]:
         return reply(request, {"offset": offset, "voters": _voters(raft)})
 
     async def remove_voter(request: web.Request) -> web.Response:
+        authorize_admin(request, "change the controller quorum")
         try:
             node_id = int(request.match_info["id"])
         except ValueError:
@@ -123,10 +127,7 @@ def build_quorum_routes(raft: RaftClient) -> list[web.RouteDef]:
             raise _to_api_error(e, raft) from None
         return reply(request, {"offset": offset, "voters": _voters(raft)})
 
-    return [
-        web.post("/v1/quorum/voters", add_voter),
-        web.delete("/v1/quorum/voters/{id}", remove_voter),
-    ]
+    return routes_from_spec({"add_voter": add_voter, "remove_voter": remove_voter})
 
 
 def _voters(raft: RaftClient) -> list[dict[str, Any]]:

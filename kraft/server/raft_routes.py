@@ -6,9 +6,17 @@ message naming the problem (never a 500). A well-formed request gets the core's
 Raft response with HTTP 200, except a cluster id mismatch, which is answered
 409 INCONSISTENT_CLUSTER_ID (DESIGN 1.2) with the Raft response fields in the
 body too, so that a Raft peer still reads it as a response.
+
+With the authorizer on, a well-formed request is checked against the sender's
+principal (kraft.security.authz): quorum RPCs only from the current voter they
+name (the voter set is read live: KIP-853 changes it at run time), fetches only
+as oneself, brokers only as observers; otherwise 403 UNAUTHORIZED. A Fetch's or
+FetchSnapshot's max_bytes is capped at `replica.fetch.response.max.bytes`.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import msgpack
 from aiohttp import web
@@ -18,16 +26,24 @@ from kraft.raft.client import RaftClient, RaftFatalError
 from kraft.raft.messages import (
     INCONSISTENT_CLUSTER_ID,
     REQUEST_TYPES,
+    FetchRequest,
+    FetchSnapshotRequest,
     WireFormatError,
     message_from_wire,
     to_wire,
 )
+from kraft.security.server import authorize_raft
 from kraft.server.http_codec import MSGPACK, read_body, reply
 
 _BY_ENDPOINT = {cls.ENDPOINT: cls for cls in REQUEST_TYPES}  # type: ignore[attr-defined]
 
 
-def build_raft_routes(raft: RaftClient) -> list[web.RouteDef]:
+DEFAULT_FETCH_MAX_BYTES = 10 * 1024 * 1024
+
+
+def build_raft_routes(
+    raft: RaftClient, fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
+) -> list[web.RouteDef]:
     async def handle(request: web.Request) -> web.StreamResponse:
         endpoint = request.match_info["endpoint"]
         cls = _BY_ENDPOINT.get(endpoint)
@@ -49,6 +65,10 @@ def build_raft_routes(raft: RaftClient) -> list[web.RouteDef]:
                 "INVALID_REQUEST",
                 f"POST /raft/{endpoint} takes a {cls.__name__}, not a {type(msg).__name__}",
             )
+        core = raft.core
+        authorize_raft(request, msg, core.voters if core is not None else frozenset())
+        if isinstance(msg, FetchRequest | FetchSnapshotRequest) and msg.max_bytes > fetch_max_bytes:
+            msg = dataclasses.replace(msg, max_bytes=fetch_max_bytes)
         try:
             resp = await raft.handle_inbound(msg)
         except TimeoutError:

@@ -5,6 +5,12 @@ the pure controller, every write goes through the service's event queue and is
 answered after commit. Writes and reads of the image go to the active controller
 (others answer NOT_CONTROLLER with the leader's id and URL); `?standby=true` reads
 a standby's committed image, `/v1/quorum`, `/metrics` and `/healthz` work anywhere.
+
+Paths and methods come from the API table (kraft.server.api_spec). With the
+authorizer on, a broker's requests are checked against its own credential right
+after parsing (before a heartbeat counts as contact), admin operations need a
+super user (kraft.security.server); topic limits are checked before any record
+is generated (kraft.controller.topic_policy).
 """
 
 from __future__ import annotations
@@ -26,7 +32,15 @@ from kraft.controller.requests import (
     RegisterBrokerRequest,
     parse_int,
 )
+from kraft.controller.topic_policy import (
+    TopicLimits,
+    check_create_partitions,
+    check_create_topic,
+    check_topic_count,
+)
 from kraft.controller.views import describe_topic, list_brokers, list_topics, metadata_view
+from kraft.security.server import authorize_admin, authorize_broker
+from kraft.server.api_spec import openapi, routes_from_spec
 from kraft.server.http_codec import read_body, reply
 from metadata_log.image import MetadataImage
 
@@ -53,9 +67,14 @@ class ControllerService(Protocol):
     def metrics_text(self) -> tuple[bytes, str]: ...
 
 
-def build_routes(service: ControllerService) -> list[web.RouteDef]:
+def build_routes(
+    service: ControllerService, limits: TopicLimits | None = None
+) -> list[web.RouteDef]:
+    limits = limits or TopicLimits()
+
     async def register(request: web.Request) -> web.Response:
         req = RegisterBrokerRequest.parse(await read_body(request))
+        authorize_broker(request, req.broker_id)
         return reply(
             request,
             await service.write(
@@ -65,6 +84,7 @@ def build_routes(service: ControllerService) -> list[web.RouteDef]:
 
     async def heartbeat(request: web.Request) -> web.Response:
         req = BrokerHeartbeatRequest.parse(await read_body(request))
+        authorize_broker(request, req.broker_id)
         # Contact counts as it arrives, even if the queued command misses its deadline.
         service.note_heartbeat_contact(req.broker_id, req.broker_epoch)
         result = await service.write(
@@ -73,6 +93,7 @@ def build_routes(service: ControllerService) -> list[web.RouteDef]:
         return reply(request, result)
 
     async def unregister(request: web.Request) -> web.Response:
+        authorize_admin(request, "unregister a broker")
         broker_id = parse_int(request.match_info["id"], "broker id")
         return reply(
             request,
@@ -83,20 +104,25 @@ def build_routes(service: ControllerService) -> list[web.RouteDef]:
 
     async def alter_partition(request: web.Request) -> web.Response:
         req = AlterPartitionRequest.parse(await read_body(request))
+        authorize_broker(request, req.broker_id)
         return reply(
             request,
             await service.write("alter-partition", lambda c, now, off: c.alter_partition(req, now)),
         )
 
     async def create_topic(request: web.Request) -> web.Response:
+        authorize_admin(request, "create topics")
         req = CreateTopicRequest.parse(await read_body(request))
-        return reply(
-            request,
-            await service.write("create-topic", lambda c, now, off: c.create_topic(req, now)),
-            201,
-        )
+        check_create_topic(req, limits)
+
+        def generate(c: QuorumController, now: int, off: int) -> ControllerResult:
+            check_topic_count(c.image, limits)
+            return c.create_topic(req, now)
+
+        return reply(request, await service.write("create-topic", generate), 201)
 
     async def delete_topic(request: web.Request) -> web.Response:
+        authorize_admin(request, "delete topics")
         name = request.match_info["name"]
         return reply(
             request,
@@ -104,7 +130,9 @@ def build_routes(service: ControllerService) -> list[web.RouteDef]:
         )
 
     async def add_partitions(request: web.Request) -> web.Response:
+        authorize_admin(request, "add partitions")
         req = CreatePartitionsRequest.parse(request.match_info["name"], await read_body(request))
+        check_create_partitions(req, limits)
         return reply(
             request,
             await service.write(
@@ -113,6 +141,7 @@ def build_routes(service: ControllerService) -> list[web.RouteDef]:
         )
 
     async def alter_configs(request: web.Request) -> web.Response:
+        authorize_admin(request, "alter topic configs")
         req = AlterConfigsRequest.parse(request.match_info["name"], await read_body(request))
         return reply(
             request,
@@ -120,6 +149,7 @@ def build_routes(service: ControllerService) -> list[web.RouteDef]:
         )
 
     async def elect(request: web.Request) -> web.Response:
+        authorize_admin(request, "elect leaders")
         req = ElectLeadersRequest.parse(await read_body(request))
         return reply(
             request,
@@ -156,24 +186,30 @@ def build_routes(service: ControllerService) -> list[web.RouteDef]:
     async def healthz(request: web.Request) -> web.Response:
         return reply(request, {"status": "ok"})
 
-    return [
-        web.post("/v1/brokers/register", register),
-        web.post("/v1/brokers/heartbeat", heartbeat),
-        web.delete("/v1/brokers/{id}", unregister),
-        web.get("/v1/brokers", get_brokers),
-        web.post("/v1/partitions/alter", alter_partition),
-        web.post("/v1/topics", create_topic),
-        web.get("/v1/topics", get_topics),
-        web.get("/v1/topics/{name}", get_topic),
-        web.delete("/v1/topics/{name}", delete_topic),
-        web.post("/v1/topics/{name}/partitions", add_partitions),
-        web.post("/v1/topics/{name}/configs", alter_configs),
-        web.post("/v1/elections", elect),
-        web.get("/v1/metadata", get_metadata),
-        web.get("/v1/quorum", get_quorum),
-        web.get("/metrics", metrics),
-        web.get("/healthz", healthz),
-    ]
+    async def get_openapi(request: web.Request) -> web.Response:
+        return reply(request, openapi(f"{request.scheme}://{request.host}"))
+
+    return routes_from_spec(
+        {
+            "register": register,
+            "heartbeat": heartbeat,
+            "unregister": unregister,
+            "get_brokers": get_brokers,
+            "alter_partition": alter_partition,
+            "create_topic": create_topic,
+            "get_topics": get_topics,
+            "get_topic": get_topic,
+            "delete_topic": delete_topic,
+            "add_partitions": add_partitions,
+            "alter_configs": alter_configs,
+            "elect": elect,
+            "get_metadata": get_metadata,
+            "get_quorum": get_quorum,
+            "metrics": metrics,
+            "healthz": healthz,
+            "openapi": get_openapi,
+        }
+    )
 
 
 def not_controller(leader_id: int | None, leader_url: str | None) -> ApiError:

@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kraft.client import AdminClient, ClientError
+from kraft.config import ConfigError
+from kraft.security.client import COMMAND_CONFIG_ENV, from_command_config
 
 DEFAULT_BOOTSTRAP = os.environ.get("KRAFT_BOOTSTRAP", "http://127.0.0.1:9093")
 
@@ -29,6 +31,14 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
         help="any controller's URL (default: $KRAFT_BOOTSTRAP or %(default)s)",
     )
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
+    p.add_argument(
+        "--command-config",
+        default=None,
+        metavar="FILE",
+        help="client properties for a secured cluster: ssl.truststore.location, "
+        "ssl.keystore.location, authentication.token.file (default: "
+        f"${COMMAND_CONFIG_ENV})",
+    )
 
 
 def _kv(items: list[str] | None, allow_delete: bool = False) -> dict[str, str | None]:
@@ -347,8 +357,14 @@ HANDLERS: dict[str, Callable[[AdminClient, argparse.Namespace], Awaitable[int]]]
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        security = from_command_config(getattr(args, "command_config", None))
+    except ConfigError as e:
+        print(f"kraft {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
     async def go() -> int:
-        async with AdminClient(args.bootstrap, timeout_s=args.timeout) as client:
+        async with AdminClient(args.bootstrap, timeout_s=args.timeout, security=security) as client:
             return await HANDLERS[args.command](client, args)
 
     try:

@@ -1,0 +1,110 @@
+"""What security costs on the heartbeat hot path (issue 8). Prints figures; never fails.
+
+1. TokenVerifier.verify: a cached token (the hot path) vs a first sight (one PBKDF2).
+2. Heartbeats/s and latency against one in-process controller over loopback, with
+   C concurrent brokers, three ways: plain HTTP, tokens (authorizer on), TLS + tokens.
+
+Run: `.venv/bin/python benchmarks/security_bench.py [--seconds 5] [--brokers 20]`
+(under `flock /tmp/kraft-heavy.lock` on a shared machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import msgpack
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kraft.security.certs import generate  # noqa: E402
+from kraft.security.client import client_security  # noqa: E402
+from kraft.security.credentials import TokenVerifier, load_credentials  # noqa: E402
+from tests.unit.security.harness import register_unfenced, start_single  # noqa: E402
+
+
+def verify_figures(certs: Path) -> None:
+    v = TokenVerifier(load_credentials(certs / "credentials.properties"))
+    header = "Bearer " + (certs / "broker-4.token").read_text().strip()
+    t0 = time.perf_counter()
+    v.verify(header)
+    first_ms = (time.perf_counter() - t0) * 1000
+    n = 200_000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        v.verify(header)
+    cached_us = (time.perf_counter() - t0) / n * 1e6
+    print(f"verify: first sight {first_ms:.2f} ms (PBKDF2), cached {cached_us:.3f} us")
+
+
+async def heartbeats(mode: str, certs: Path, root: Path, seconds: float, brokers: int) -> None:
+    overrides = ["metadata.max.idle.interval.ms=0", "broker.session.timeout.ms=60000"]
+    config = None
+    if mode != "plain":
+        overrides += ["authorizer.enable=true",
+                      f"authentication.credentials.file={certs / 'credentials.properties'}"]  # fmt: skip
+    if mode == "tls+tokens":
+        config = certs / "controller-1.properties"
+    node = await start_single(root / mode, overrides, config_file=config)
+    ids = list(range(4, 4 + brokers))
+    lat: list[float] = []
+    try:
+        async with aiohttp.ClientSession() as s:
+            secs = {
+                b: client_security(
+                    str(certs / "ca.pem") if mode == "tls+tokens" else None,
+                    None,
+                    str(certs / f"broker-{b}.token") if mode != "plain" else None,
+                )
+                for b in ids
+            }
+            epochs = {}
+            for b in ids:
+                kw = {"headers": secs[b].headers, "ssl_ctx": secs[b].ssl}
+                epochs[b] = await register_unfenced(s, node, b, **kw)
+            stop = time.monotonic() + seconds
+
+            async def one(b: int) -> None:
+                headers = {"Content-Type": "application/msgpack", "Accept": "application/msgpack",
+                           **secs[b].headers}  # fmt: skip
+                while time.monotonic() < stop:
+                    body = msgpack.packb({"broker_id": b, "broker_epoch": epochs[b],
+                                          "current_metadata_offset": node.controller.image.offset})  # fmt: skip
+                    t0 = time.perf_counter()
+                    async with s.post(node.url + "/v1/brokers/heartbeat", data=body,
+                                      headers=headers, ssl=secs[b].ssl) as r:  # fmt: skip
+                        await r.read()
+                        assert r.status == 200, r.status
+                    lat.append((time.perf_counter() - t0) * 1000)
+
+            await asyncio.gather(*(one(b) for b in ids))
+    finally:
+        await node.stop(1.0)
+    q = statistics.quantiles(lat, n=100)
+    print(
+        f"{mode:>11}: {len(lat) / seconds:8.0f} heartbeats/s  p50 {q[49]:.2f} ms  p99 {q[98]:.2f} ms"
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--brokers", type=int, default=20)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        certs = Path(tmp) / "certs"
+        generate(certs, [1], list(range(4, 4 + args.brokers)), admin=True)
+        verify_figures(certs)
+        for mode in ("plain", "tokens", "tls+tokens"):
+            asyncio.run(heartbeats(mode, certs, Path(tmp), args.seconds, args.brokers))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

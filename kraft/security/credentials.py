@@ -1,0 +1,144 @@
+"""Per-node secrets: tokens `principal:secret`, stored by the controller only as salted hashes.
+
+A credentials file holds one `principal=pbkdf2-sha256$ITERATIONS$SALT$HASH` line
+per principal (SALT and HASH base64), never the secret itself, as Kafka's SCRAM
+credentials. A client presents `Authorization: Bearer principal:secret` (or HTTP
+Basic with the same pair). Checking a secret costs one PBKDF2 (4096 iterations,
+SCRAM-SHA-256's minimum), so a verified token is remembered (a bounded map from
+the header value to its principal) and the heartbeat hot path is a dict lookup.
+Hashes compare with hmac.compare_digest.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEME = "pbkdf2-sha256"
+ITERATIONS = 4096
+
+
+class CredentialsError(ValueError):
+    """A credentials or token file that cannot be used, naming the file and line."""
+
+
+def new_secret() -> str:
+    return base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
+
+
+def _derive(secret: str, salt: bytes, iterations: int) -> bytes:
+    return hashlib.pbkdf2_hmac("sha256", secret.encode(), salt, iterations)
+
+
+def hash_secret(secret: str, *, salt: bytes | None = None, iterations: int = ITERATIONS) -> str:
+    salt = salt if salt is not None else os.urandom(16)
+    digest = _derive(secret, salt, iterations)
+    b64 = base64.b64encode
+    return f"{SCHEME}${iterations}${b64(salt).decode()}${b64(digest).decode()}"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCredential:
+    iterations: int
+    salt: bytes
+    digest: bytes
+
+    @classmethod
+    def parse(cls, text: str, where: str) -> StoredCredential:
+        parts = text.strip().split("$")
+        if len(parts) != 4 or parts[0] != SCHEME:
+            raise CredentialsError(f"{where}: expected {SCHEME}$ITERATIONS$SALT$HASH")
+        try:
+            iterations = int(parts[1])
+            salt = base64.b64decode(parts[2], validate=True)
+            digest = base64.b64decode(parts[3], validate=True)
+        except (ValueError, binascii.Error):
+            raise CredentialsError(f"{where}: bad iterations, salt or hash") from None
+        if iterations < 1000 or len(salt) < 8 or len(digest) != 32:
+            raise CredentialsError(f"{where}: too few iterations or a short salt/hash")
+        return cls(iterations, salt, digest)
+
+    def matches(self, secret: str) -> bool:
+        return hmac.compare_digest(_derive(secret, self.salt, self.iterations), self.digest)
+
+
+def load_credentials(path: str | Path) -> dict[str, StoredCredential]:
+    """`principal=hash` lines (`#` comments); a plaintext secret is refused."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CredentialsError(f"cannot read credentials file {p}: {e}") from None
+    out: dict[str, StoredCredential] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        principal, sep, value = line.partition("=")
+        principal = principal.strip()
+        if not sep or not principal:
+            raise CredentialsError(f"{p}:{lineno}: expected principal=hash")
+        out[principal] = StoredCredential.parse(value, f"{p}:{lineno}")
+    return out
+
+
+def read_token(path: str | Path) -> str:
+    """A token file: one line `principal:secret`."""
+    p = Path(path)
+    try:
+        token = p.read_text().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CredentialsError(f"cannot read token file {p}: {e}") from None
+    principal, sep, secret = token.partition(":")
+    if not sep or not principal or not secret:
+        raise CredentialsError(f"token file {p} must hold one line principal:secret")
+    return token
+
+
+def split_authorization(header: str) -> tuple[str, str] | None:
+    """(principal, secret) from `Bearer principal:secret` or `Basic base64(...)`."""
+    scheme, _, value = header.strip().partition(" ")
+    scheme = scheme.lower()
+    value = value.strip()
+    if scheme == "basic":
+        try:
+            value = base64.b64decode(value, validate=True).decode()
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            return None
+    elif scheme != "bearer":
+        return None
+    principal, sep, secret = value.partition(":")
+    if not sep or not principal or not secret:
+        return None
+    return principal, secret
+
+
+class TokenVerifier:
+    """Header value -> principal, remembering verified tokens (bounded LRU)."""
+
+    def __init__(self, credentials: dict[str, StoredCredential], cache_size: int = 4096) -> None:
+        self.credentials = credentials
+        self.cache_size = cache_size
+        self._verified: OrderedDict[str, str] = OrderedDict()
+
+    def verify(self, header: str) -> str | None:
+        hit = self._verified.get(header)
+        if hit is not None:
+            return hit
+        pair = split_authorization(header)
+        if pair is None:
+            return None
+        principal, secret = pair
+        stored = self.credentials.get(principal)
+        if stored is None or not stored.matches(secret):
+            return None
+        self._verified[header] = principal
+        if len(self._verified) > self.cache_size:
+            self._verified.popitem(last=False)
+        return principal

@@ -1,0 +1,97 @@
+"""The pure pieces: who may do what, salted token hashes, principal names."""
+
+from __future__ import annotations
+
+import pytest
+
+from kraft.security.authz import Authorizer, node_of, parse_super_users
+from kraft.security.credentials import (
+    CredentialsError,
+    StoredCredential,
+    TokenVerifier,
+    hash_secret,
+    load_credentials,
+    split_authorization,
+)
+from kraft.security.tls import principal_from_peercert
+
+A = Authorizer(frozenset({"admin"}))
+
+
+def test_broker_actions_are_bound_to_the_broker_id() -> None:
+    assert A.broker_action("broker-4", 4) is None
+    assert "may not act as broker 5" in A.broker_action("broker-4", 5)
+    # not even a super user or a controller acts as a broker
+    assert A.broker_action("admin", 4) is not None
+    assert A.broker_action("controller-4", 4) is not None
+    assert A.broker_action("broker-04x", 4) is not None
+
+
+def test_quorum_rpcs_only_from_the_current_voter_they_name() -> None:
+    voters = frozenset({1, 2, 3})
+    assert A.quorum_rpc("controller-2", 2, voters, "VoteRequest") is None
+    assert "not a current voter" in A.quorum_rpc("controller-9", 9, voters, "VoteRequest")
+    assert "as node 3" in A.quorum_rpc("controller-2", 3, voters, "VoteRequest")
+    assert "not a controller" in A.quorum_rpc("broker-2", 2, voters, "VoteRequest")
+    assert A.quorum_rpc("admin", 1, voters, "VoteRequest") is not None
+    # KIP-853: the voter set is whatever the caller passes now
+    assert A.quorum_rpc("controller-9", 9, voters | {9}, "VoteRequest") is None
+    assert A.quorum_rpc("controller-3", 3, voters - {3}, "VoteRequest") is not None
+
+
+def test_fetch_as_oneself_brokers_only_as_observers() -> None:
+    assert A.fetch("controller-9", 9, True, "FetchRequest") is None  # joining controller
+    assert A.fetch("broker-4", 4, False, "FetchRequest") is None
+    assert "only as an observer" in A.fetch("broker-4", 4, True, "FetchRequest")
+    assert A.fetch("broker-4", 5, False, "FetchRequest") is not None
+    assert A.fetch("admin", 4, False, "FetchRequest") is not None
+
+
+def test_admin_needs_a_super_user() -> None:
+    assert A.admin("admin", "create topics") is None
+    assert "super.users" in A.admin("broker-4", "create topics")
+
+
+def test_names() -> None:
+    assert node_of("broker-12", "broker-") == 12
+    assert node_of("broker-", "broker-") is None
+    assert node_of("broker--1", "broker-") is None
+    assert parse_super_users("User:admin;User:ops, bob") == {"admin", "ops", "bob"}
+    assert parse_super_users("") == frozenset()
+    cert = {"subject": ((("organizationName", "kraft-py"),), (("commonName", "broker-4"),))}
+    assert principal_from_peercert(cert) == "broker-4"
+    assert principal_from_peercert({}) is None
+
+
+def test_salted_hashes_verify_and_never_hold_the_secret(tmp_path) -> None:
+    h1, h2 = hash_secret("s3cret"), hash_secret("s3cret")
+    assert h1 != h2  # salted
+    assert "s3cret" not in h1
+    stored = StoredCredential.parse(h1, "x")
+    assert stored.matches("s3cret") and not stored.matches("s3cret2")
+    f = tmp_path / "creds"
+    f.write_text(f"# comment\nbroker-4={h1}\n")
+    creds = load_credentials(f)
+    v = TokenVerifier(creds, cache_size=2)
+    assert v.verify("Bearer broker-4:s3cret") == "broker-4"
+    assert v.verify("Bearer broker-4:s3cret") == "broker-4"  # cached
+    assert v.verify("Bearer broker-4:wrong") is None
+    assert v.verify("Bearer broker-5:s3cret") is None
+    import base64
+
+    basic = base64.b64encode(b"broker-4:s3cret").decode()
+    assert v.verify(f"Basic {basic}") == "broker-4"
+    for bad in ("", "Bearer", "Bearer x", "Token a:b", "Basic !!!", "Bearer :x"):
+        assert v.verify(bad) is None
+    assert split_authorization("bearer a:b:c") == ("a", "b:c")
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["broker-4=plaintext", "broker-4=pbkdf2-sha256$10$AAAA$AAAA", "=x", "noequals"],
+)
+def test_a_plaintext_or_weak_credential_is_refused(tmp_path, line: str) -> None:
+    f = tmp_path / "creds"
+    f.write_text(line + "\n")
+    with pytest.raises(CredentialsError, match="creds:1"):
+        load_credentials(f)

@@ -1,0 +1,104 @@
+"""The client side of security: configs, fleets' per-broker credentials, the admin tools."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kraft.config import BROKER_KEYS, ConfigError, load_config
+from kraft.security.certs import generate
+from kraft.security.client import from_command_config
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("certs")
+    generate(out, [1], [4, 5, 6], admin=True)
+    return out
+
+
+def test_kraft_certs_writes_no_secret_where_a_controller_reads(certs: Path) -> None:
+    creds = (certs / "credentials.properties").read_text()
+    for p in ("controller-1", "broker-4", "admin"):
+        secret = (certs / f"{p}.token").read_text().strip().split(":", 1)[1]
+        assert secret not in creds
+        assert f"{p}=pbkdf2-sha256$" in creds
+        assert (certs / f"{p}.pem").stat().st_mode & 0o077 == 0
+        assert (certs / f"{p}.token").stat().st_mode & 0o077 == 0
+    props = (certs / "controller-1.properties").read_text()
+    assert "authorizer.enable=true" in props and "ssl.client.auth=requested" in props
+
+
+def test_command_config_gives_tls_and_the_token(certs: Path, monkeypatch) -> None:
+    sec = from_command_config(str(certs / "admin.properties"))
+    assert sec.ssl_context is not None and sec.principal() == "admin"
+    assert sec.headers["Authorization"].startswith("Bearer admin:")
+    monkeypatch.setenv("KRAFT_COMMAND_CONFIG", str(certs / "broker-4.properties"))
+    assert from_command_config(None).principal() == "broker-4"
+    monkeypatch.delenv("KRAFT_COMMAND_CONFIG")
+    assert not from_command_config(None).enabled
+    bad = certs / "bad.properties"
+    bad.write_text(f"ssl.truststore.location={certs / 'nope.pem'}\n")
+    with pytest.raises(ConfigError, match="nope.pem"):
+        from_command_config(str(bad))
+
+
+def _fleet_args(config: Path, count: int) -> argparse.Namespace:
+    from broker_agent.cli import build_fleet_parser
+
+    return build_fleet_parser().parse_args(
+        ["--count", str(count), "--first-id", "4", "--controllers", "https://127.0.0.1:1",
+         "--config", str(config)]
+    )  # fmt: skip
+
+
+def test_a_fleet_gives_each_agent_its_own_credential(certs: Path, tmp_path: Path) -> None:
+    from broker_agent.cli import spec_from_args
+
+    cfg = tmp_path / "fleet.properties"
+    cfg.write_text(
+        f"ssl.truststore.location={certs / 'ca.pem'}\n"
+        f"authentication.token.file={certs}/broker-{{id}}.token\n"
+    )
+    spec = spec_from_args(_fleet_args(cfg, 3), fleet=True)
+    assert {b: s.principal() for b, s in spec.security.items()} == {
+        4: "broker-4", 5: "broker-5", 6: "broker-6",
+    }  # fmt: skip
+    # one token for many agents would let them act as each other: refused
+    cfg.write_text(f"authentication.token.file={certs / 'broker-4.token'}\n")
+    with pytest.raises(ConfigError, match=r"\{id\}"):
+        spec_from_args(_fleet_args(cfg, 3), fleet=True)
+    assert "authentication.token.file" in load_config(BROKER_KEYS).as_dict()
+
+
+def test_admin_tool_errors_are_one_line(certs: Path, tmp_path: Path) -> None:
+    missing = subprocess.run(
+        [sys.executable, "-m", "kraft.cli", "topics", "list", "--bootstrap", "https://127.0.0.1:1",
+         "--command-config", str(tmp_path / "missing.properties")],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 2
+    assert "missing.properties" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_kraft_certs_command(tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    ok = subprocess.run(
+        [sys.executable, "-m", "kraft.cli", "certs", "--out", str(out), "--controllers", "1,2",
+         "--brokers", "3", "--admin"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    names = {p.name for p in out.iterdir()}
+    assert {"ca.pem", "credentials.properties", "controller-2.pem", "broker-3.token",
+            "admin.properties"} <= names  # fmt: skip
+    clash = subprocess.run(
+        [sys.executable, "-m", "kraft.cli", "certs", "--out", str(tmp_path / "d"),
+         "--controllers", "1,2", "--brokers", "2"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert clash.returncode == 2 and "one namespace" in clash.stderr
