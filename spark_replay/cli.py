@@ -149,13 +149,14 @@ def _run(
         H.check_in_history(info, offset)
 
     t = time.perf_counter()
-    work = out / "_work"
-    tables = H.build_tables(spark, records, info=info, work_dir=str(work / "partition_states"))
-    for name in TABLES:
-        spark.sparkContext.setJobDescription(f"spark-replay: {name}")
-        getattr(tables, name).write.mode("overwrite").parquet(str(out / name))
-    spark.sparkContext.setJobDescription(None)
-    shutil.rmtree(work, ignore_errors=True)
+    tables = H.build_tables(spark, records, info=info, persist=True)
+    try:
+        for name in TABLES:
+            spark.sparkContext.setJobDescription(f"spark-replay: {name}")
+            getattr(tables, name).write.mode("overwrite").parquet(str(out / name))
+    finally:
+        spark.sparkContext.setJobDescription(None)
+        tables.release()
     timings["tables_s"] = time.perf_counter() - t
     _progress(f"history tables written ({timings['tables_s']:.1f} s)")
     # From here on, read the written tables: cheap, and what a user would query.

@@ -108,7 +108,8 @@ class MetadataLogReader(DataSourceReader):
         for f in filters:
             bound: int | None = None
             value = getattr(f, "value", None)
-            if f.attribute == ("offset",) and type(value) is int:
+            # Not, And and Or carry no attribute of their own: never used for pruning.
+            if getattr(f, "attribute", None) == ("offset",) and type(value) is int:
                 if isinstance(f, LessThanOrEqual | EqualTo):
                     bound = value
                 elif isinstance(f, LessThan):

@@ -37,6 +37,9 @@ def build_session(
         "spark.ui.showConsoleProgress": "true" if progress else "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.sql.adaptive.enabled": "true",
+        # build_tables(persist=True) caches the partition states, array columns
+        # mostly: compressing them costs more CPU than the memory it saves (measured).
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # Our source hands back every filter, so pushdown only prunes files.

@@ -44,6 +44,14 @@ def test_upto_offset_prunes_segments(spark: Any, log: Path) -> None:
     assert f.count() == 31
 
 
+def test_filters_without_a_column_are_handed_back(spark: Any, log: Path) -> None:
+    """Not / Or filters reach the reader too: it must hand them back, not fail."""
+    df = read_log(spark, log)
+    assert df.filter(~df["offset"].isin(0, 1, 2)).count() == N - 3
+    assert df.filter("offset <= 30 OR offset >= 100").count() == 31 + N - 100
+    assert df.filter(~df["type"].isin("NoOpRecord")).count() == 0
+
+
 def test_data_dir_or_metadata_dir(spark: Any, log: Path) -> None:
     assert read_log(spark, log / "__cluster_metadata-0").count() == N
 
