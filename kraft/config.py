@@ -101,6 +101,13 @@ KEYS: dict[str, ConfigKey] = {
             at_least(0),
         ),
         ConfigKey(
+            "controller.quorum.high.watermark.linger.ms",
+            "int",
+            1,
+            "how long the leader holds a moved high watermark for new data to ride with it",
+            at_least(0),
+        ),
+        ConfigKey(
             "broker.heartbeat.interval.ms", "int", 2000, "broker heartbeat interval", at_least(1)
         ),
         ConfigKey(
@@ -411,6 +418,7 @@ CONTROLLER_KEYS = (
     "controller.quorum.election.backoff.max.ms",
     "controller.quorum.request.timeout.ms",
     "controller.quorum.fetch.max.wait.ms",
+    "controller.quorum.high.watermark.linger.ms",
     "broker.heartbeat.interval.ms",
     "broker.session.timeout.ms",
     "unclean.leader.election.enable",

@@ -428,6 +428,7 @@ class ControllerNode:
             election_timeout_ms=s.get("controller.quorum.election.timeout.ms", 1000),
             fetch_timeout_ms=s.get("controller.quorum.fetch.timeout.ms", 2000),
             fetch_max_wait_ms=s.get("controller.quorum.fetch.max.wait.ms", 500),
+            high_watermark_linger_ms=s.get("controller.quorum.high.watermark.linger.ms", 1),
             request_timeout_ms=s.get("controller.quorum.request.timeout.ms", 2000),
         )
         self.snapshot_bytes = s.get(
