@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +86,9 @@ class ControllerResult:
     # True: the records must commit all or none (too large for one batch becomes a
     # metadata transaction). Every result here is atomic; the flag is Kafka's.
     atomic: bool = True
+    # Records still to generate, after `records` (a large fence): the shell draws
+    # them in steps, with nothing else run against the controller meanwhile.
+    more: Iterator[MetadataRecord] | None = None
 
 
 class ReplicationIndex:
@@ -258,7 +261,15 @@ class QuorumController:
     ) -> list[MetadataRecord]:
         """Kafka's generateLeaderAndIsrUpdates: take a broker out of ISRs and
         leaderships, or elect leaders now that a broker is coming back."""
+        return list(self._iter_partition_updates(keys, broker_to_remove, broker_to_add))
 
+    def _iter_partition_updates(
+        self,
+        keys: Iterable[PartitionKey],
+        broker_to_remove: int | None,
+        broker_to_add: int | None = None,
+    ) -> Iterator[MetadataRecord]:
+        """_partition_updates one record at a time (the image must not change meanwhile)."""
         # Nothing replays while the updates are generated: whether a broker can lead,
         # and each topic's unclean setting, are computed once, not per partition.
         acceptable_by_broker: dict[int, bool] = {}
@@ -279,7 +290,6 @@ class QuorumController:
                 by_topic[topic_id] = [pid]
             else:
                 pids.append(pid)
-        out: list[MetadataRecord] = []
         for topic_id in sorted(by_topic):
             topic = self.image.topics[topic_id]
             partitions = topic.partitions
@@ -291,8 +301,7 @@ class QuorumController:
                     builder.set_target_isr(isr_without(p.isr, broker_to_remove))
                 rec = builder.build()
                 if rec is not None:
-                    out.append(rec)
-        return out
+                    yield rec
 
     def _remove_broker_from_partitions(self, broker_id: int) -> list[MetadataRecord]:
         empty: set[PartitionKey] = set()
@@ -457,6 +466,28 @@ class QuorumController:
         # Soft state moves now: a second call before replay must not pick it again.
         hb.fence(broker_id)
         return ControllerResult(tuple(records), {"fenced_broker": broker_id})
+
+    def maybe_fence_stale_broker_lazily(self, now_ms: int) -> ControllerResult | None:
+        """maybe_fence_stale_broker with its records still to generate: `more` yields
+        the partition changes, then the FenceBrokerRecord. The caller consumes it
+        in steps before anything else touches the controller (a broker leading 100k
+        partitions is 100k builder runs: done at once they stopped the shell's
+        event loop past the Raft fetch timeout on a loaded machine)."""
+        self.now_ms = now_ms
+        hb = self._hb()
+        broker_id = hb.find_one_stale_broker(now_ms)
+        if broker_id is None:
+            return None
+        b = self.image.brokers[broker_id]
+        empty: set[PartitionKey] = set()
+        keys = self.index.in_isr.get(broker_id, empty) | self.index.led_by.get(broker_id, empty)
+
+        def records() -> Iterator[MetadataRecord]:
+            yield from self._iter_partition_updates(keys, broker_to_remove=broker_id)
+            yield FenceBrokerRecord(broker_id, b.broker_epoch)
+
+        hb.fence(broker_id)  # soft state moves now, as in maybe_fence_stale_broker
+        return ControllerResult((), {"fenced_broker": broker_id}, more=records())
 
     def unregister_broker(self, broker_id: int, now_ms: int) -> ControllerResult:
         self.now_ms = now_ms

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -82,7 +83,7 @@ REPLAY_CHUNK = 2048
 
 @dataclass
 class _PendingReplay:
-    base: int
+    base: int  # -1 until appended
     records: list[MetadataRecord]
     done: int  # how many are replayed
     now_ms: int
@@ -90,6 +91,8 @@ class _PendingReplay:
     future: asyncio.Future[Any] | None = None
     reply: Any = None
     started: float = 0.0
+    # records still to generate (ControllerResult.more); appended once exhausted
+    more: Iterator[MetadataRecord] | None = None
 
 
 class ControllerService:
@@ -311,8 +314,38 @@ class ControllerService:
         assert self.controller.image.offset == last, (self.controller.image.offset, last)
         return last
 
+    def _generate_step(self, r: _PendingReplay) -> bool:
+        """Draw the next records of a result still being generated; once all are
+        there, append them. True when the write is over (failed: not the leader)."""
+        assert r.more is not None
+        before = len(r.records)
+        r.records.extend(itertools.islice(r.more, REPLAY_CHUNK))
+        if len(r.records) - before == REPLAY_CHUNK:
+            return False
+        r.more = None
+        mv = self.controller.image.features.get(METADATA_VERSION_FEATURE)
+        plan = to_batches(r.records, self.max_batch_bytes, metadata_version=mv)
+        try:
+            r.base = self.writer.next_offset()
+            r.last = self.writer.append(plan.batches, r.now_ms)
+        except NotLeaderError:
+            self._drop_generating(r)
+            return True
+        self._last_write_ms = r.now_ms
+        r.records = plan.records
+        return False
+
+    def _drop_generating(self, r: _PendingReplay) -> None:
+        """A write that never reached the log: its reply fails NOT_CONTROLLER."""
+        if r.future is not None and not r.future.done():
+            r.future.set_exception(self._not_controller())
+        self._replay = None
+        self._replay_idle.set()
+
     def _replay_step(self, r: _PendingReplay) -> bool:
         """Replay the next chunk of a pending replay; True when it is complete."""
+        if r.more is not None:
+            return self._generate_step(r)
         chunk = r.records[r.done : r.done + REPLAY_CHUNK]
         self.controller.replay_batch(r.base + r.done, chunk, r.now_ms)
         r.done += len(chunk)
@@ -332,6 +365,9 @@ class ControllerService:
 
     def _finish_replay_now(self) -> None:
         r = self._replay
+        if r is not None and r.more is not None:
+            self._drop_generating(r)  # nothing of it is in the log
+            return
         while r is not None and self._replay is r and not self._replay_step(r):
             pass
 
@@ -353,6 +389,14 @@ class ControllerService:
         started = time.perf_counter()
         try:
             result = ev.generate(self.controller, now, self.writer.next_offset())
+            if result.more is not None:
+                # generated, appended and replayed in steps by the event task
+                self._replay = _PendingReplay(
+                    -1, list(result.records), 0, now, -1, ev.future, result.reply, started,
+                    more=result.more,
+                )  # fmt: skip
+                self._replay_idle.clear()
+                return
             last = (
                 self._append_and_replay(result, now, chunked=True)
                 if result.records
@@ -464,17 +508,19 @@ class ControllerService:
 
 
 def _fence_one(c: QuorumController, now: int) -> ControllerResult | None:
-    result = c.maybe_fence_stale_broker(now)
-    if result is not None:
-        log.info(
-            "fencing broker",
-            extra={
-                "event": "broker_fenced",
-                "broker_id": result.reply["fenced_broker"],
-                "records": len(result.records),
-            },
-        )
-        result = ControllerResult(
-            result.records, {**result.reply, "records": len(result.records)}, result.atomic
-        )
-    return result
+    result = c.maybe_fence_stale_broker_lazily(now)
+    if result is None or result.more is None:
+        return result
+    log.info(
+        "fencing broker",
+        extra={"event": "broker_fenced", "broker_id": result.reply["fenced_broker"]},
+    )
+    reply = {**result.reply, "records": len(result.records)}
+    more = result.more
+
+    def counted() -> Iterator[MetadataRecord]:
+        for rec in more:
+            reply["records"] += 1
+            yield rec
+
+    return ControllerResult(result.records, reply, result.atomic, more=counted())

@@ -18,6 +18,7 @@ from kraft.controller.batching import EncodedBatch
 from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
 from kraft.controller.requests import BrokerHeartbeatRequest
+from kraft.server import controller_service
 from kraft.server.controller_service import REPLAY_CHUNK, ControllerService
 from metadata_log.records import (
     AbortTransactionRecord,
@@ -408,5 +409,72 @@ async def test_lost_leadership_during_a_large_replay(committed: bool) -> None:
             with pytest.raises(ApiError) as e:
                 await asyncio.wait_for(big, 1)
             assert e.value.code == "NOT_CONTROLLER"
+    finally:
+        await svc.stop()
+
+
+async def test_large_fence_is_generated_in_steps(monkeypatch) -> None:
+    """A fence's partition changes are drawn a chunk per loop pass, then appended in
+    one write and replayed: every change, then the FenceBrokerRecord."""
+    monkeypatch.setattr(controller_service, "REPLAY_CHUNK", 8)
+    h = Harness(session_timeout_ms=1000)
+    for b in (1, 2, 3):
+        h.unfenced_broker(b)
+    h.create_topic("t", [[1, 2, 3]] * 50)
+    heard: list[tuple[int, int, float]] = []
+    svc, writer, clock = make(
+        h, max_idle_interval_ms=0, on_fence_committed=lambda b, n, ms: heard.append((b, n, ms))
+    )
+    seen = replayed(h.c)
+    for b in (2, 3):
+        svc.note_heartbeat_contact(b, h.c.image.brokers[b].broker_epoch)
+    clock.ms = 2_000  # broker 1's session (from activation at 1000) expires now
+    svc.start()
+    try:
+        generating = False
+        for _ in range(2000):  # bounded
+            r = svc._replay
+            generating = generating or (r is not None and r.more is not None)
+            if h.c.image.brokers[1].fenced:
+                break
+            await asyncio.sleep(0)
+        assert generating and h.c.image.brokers[1].fenced
+        assert len(writer.appended) == 1 and writer.appended[0][1] - writer.appended[0][0] == 50
+        assert [type(r).__name__ for r in seen] == ["PartitionChangeRecord"] * 50 + [
+            "FenceBrokerRecord"
+        ]
+        assert all(
+            p.leader == 2 and 1 not in p.isr
+            for p in h.c.image.topic_by_name("t").partitions.values()
+        )
+        svc.on_committed(writer.next_offset() - 1)
+        await settle()
+        assert [(b, n) for b, n, _ in heard] == [(1, 51)]
+    finally:
+        await svc.stop()
+
+
+async def test_lost_leadership_while_a_fence_is_generated(monkeypatch) -> None:
+    monkeypatch.setattr(controller_service, "REPLAY_CHUNK", 8)
+    h = Harness(session_timeout_ms=1000)
+    for b in (1, 2):
+        h.unfenced_broker(b)
+    h.create_topic("t", [[1, 2]] * 50)
+    svc, writer, clock = make(h, max_idle_interval_ms=0)
+    before = h.c.image.to_dict()
+    svc.note_heartbeat_contact(2, h.c.image.brokers[2].broker_epoch)
+    clock.ms = 2_000
+    svc.start()
+    try:
+        for _ in range(2000):  # bounded
+            r = svc._replay
+            if r is not None and r.more is not None and r.records:
+                break
+            await asyncio.sleep(0)
+        else:
+            raise AssertionError("the fence never started generating")
+        writer.leader = False
+        svc.on_lost_leadership()
+        assert svc._replay is None and writer.appended == [] and h.c.image.to_dict() == before
     finally:
         await svc.stop()
