@@ -43,11 +43,12 @@ chaos: install
 
 # Every benchmark in turn, each printing its JSON (full runs take about half an hour;
 # QUICK=1 runs each briefly, a smoke test). BENCH=raft_bench runs one.
-BENCH ?= log_bench purgatory_bench raft_bench controller_bench fleet_bench replay_bench
+BENCH ?= log_bench purgatory_bench raft_bench controller_bench fleet_bench replay_bench security_bench
 bench: install
 	@set -e; for b in $(BENCH); do \
 		q=""; if [ -n "$(QUICK)" ]; then case $$b in \
-			replay_bench) q="--records 100000 --no-report-run";; *) q="--quick";; esac; fi; \
+			replay_bench) q="--records 100000 --no-report-run";; \
+			security_bench) q="--seconds 1";; *) q="--quick";; esac; fi; \
 		echo "== benchmarks/$$b.py $$q" >&2; \
 		$(BIN)/python benchmarks/$$b.py $$q; \
 	done
