@@ -1,4 +1,4 @@
-"""What security costs on the heartbeat hot path (issue 8). Prints figures; never fails.
+"""What security costs on the heartbeat hot path (issue 8). Prints JSON; never fails.
 
 1. TokenVerifier.verify: a cached token (the hot path) vs a first sight (one PBKDF2).
 2. Heartbeats/s and latency against one in-process controller over loopback, with
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import statistics
 import sys
 import tempfile
@@ -29,7 +31,7 @@ from kraft.security.credentials import TokenVerifier, load_credentials  # noqa: 
 from tests.unit.security.harness import register_unfenced, start_single  # noqa: E402
 
 
-def verify_figures(certs: Path) -> None:
+def verify_figures(certs: Path) -> dict[str, float]:
     v = TokenVerifier(load_credentials(certs / "credentials.properties"))
     header = "Bearer " + (certs / "broker-4.token").read_text().strip()
     t0 = time.perf_counter()
@@ -40,10 +42,16 @@ def verify_figures(certs: Path) -> None:
     for _ in range(n):
         v.verify(header)
     cached_us = (time.perf_counter() - t0) / n * 1e6
-    print(f"verify: first sight {first_ms:.2f} ms (PBKDF2), cached {cached_us:.3f} us")
+    print(
+        f"verify: first sight {first_ms:.2f} ms (PBKDF2), cached {cached_us:.3f} us",
+        file=sys.stderr,
+    )
+    return {"first_sight_ms": round(first_ms, 3), "cached_us": round(cached_us, 4)}
 
 
-async def heartbeats(mode: str, certs: Path, root: Path, seconds: float, brokers: int) -> None:
+async def heartbeats(
+    mode: str, certs: Path, root: Path, seconds: float, brokers: int
+) -> dict[str, float]:
     overrides = ["metadata.max.idle.interval.ms=0", "broker.session.timeout.ms=60000"]
     config = None
     if mode != "plain":
@@ -88,8 +96,14 @@ async def heartbeats(mode: str, certs: Path, root: Path, seconds: float, brokers
         await node.stop(1.0)
     q = statistics.quantiles(lat, n=100)
     print(
-        f"{mode:>11}: {len(lat) / seconds:8.0f} heartbeats/s  p50 {q[49]:.2f} ms  p99 {q[98]:.2f} ms"
+        f"{mode:>11}: {len(lat) / seconds:8.0f} heartbeats/s  p50 {q[49]:.2f} ms  p99 {q[98]:.2f} ms",
+        file=sys.stderr,
     )
+    return {
+        "heartbeats_per_s": round(len(lat) / seconds, 1),
+        "p50_ms": round(q[49], 3),
+        "p99_ms": round(q[98], 3),
+    }
 
 
 def main() -> int:
@@ -97,12 +111,19 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--brokers", type=int, default=20)
     args = ap.parse_args()
+    out: dict[str, object] = {
+        "benchmark": "security",
+        "brokers": args.brokers,
+        "seconds": args.seconds,
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         certs = Path(tmp) / "certs"
         generate(certs, [1], list(range(4, 4 + args.brokers)), admin=True)
-        verify_figures(certs)
+        out["token_verify"] = verify_figures(certs)
         for mode in ("plain", "tokens", "tls+tokens"):
-            asyncio.run(heartbeats(mode, certs, Path(tmp), args.seconds, args.brokers))
+            out[mode] = asyncio.run(heartbeats(mode, certs, Path(tmp), args.seconds, args.brokers))
+    print(json.dumps(out, indent=2))
     return 0
 
 
