@@ -93,6 +93,7 @@ class _PendingReplay:
     started: float = 0.0
     # records still to generate (ControllerResult.more); appended once exhausted
     more: Iterator[MetadataRecord] | None = None
+    committed_at: float | None = None  # perf_counter when the high watermark passed `last`
 
 
 class ControllerService:
@@ -223,6 +224,9 @@ class ControllerService:
         """The high watermark moved: answer the replies whose records committed."""
         self.controller.on_commit(committed_offset)
         now = time.perf_counter()
+        r = self._replay
+        if r is not None and 0 <= r.last <= committed_offset and r.committed_at is None:
+            r.committed_at = now  # committed before the active controller replayed it all
         while self._waiting and self._waiting[0][0] <= committed_offset:
             _, fut, value, started = self._waiting.popleft()
             if not fut.done():
@@ -354,6 +358,8 @@ class ControllerService:
         assert self.controller.image.offset == r.last, (self.controller.image.offset, r.last)
         self._replay = None
         self._replay_idle.set()
+        if r.committed_at is not None and isinstance(r.reply, dict):
+            r.reply["committed_at"] = r.committed_at
         if r.future is not None:
             self._wait_for(r.last, r.future, r.reply, r.started)
         return True
@@ -443,7 +449,8 @@ class ControllerService:
         on_committed: Callable[[Any, float], None] | None = None,
     ) -> None:
         """Queue a deferred event; nobody waits for its reply. `on_committed(reply,
-        seconds)` hears when its records commit, timed from when the event ran."""
+        ran_at)` hears when its records are committed and replayed (ran_at: the
+        perf_counter when the event ran)."""
         ran_at: list[float] = []
 
         def generate(c: QuorumController, now: int, off: int) -> ControllerResult:
@@ -454,28 +461,31 @@ class ControllerService:
             if f.cancelled() or f.exception() is not None:
                 return
             if on_committed is not None and ran_at:
-                on_committed(f.result(), time.perf_counter() - ran_at[0])
+                on_committed(f.result(), ran_at[0])
 
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         fut.add_done_callback(done)
         self._priority.append(_Event(name, generate, self.clock() + self.request_timeout_ms, fut))
         self._wakeup.set()
 
-    def _fence_committed(self, reply: Any, seconds: float) -> None:
+    def _fence_committed(self, reply: Any, ran_at: float) -> None:
         if not reply:
             return  # the check found nobody stale
-        ms = round(seconds * 1000, 1)
+        now = time.perf_counter()
+        # A large fence can commit before the active controller has replayed it all.
+        commit_ms = round((reply.get("committed_at", now) - ran_at) * 1000, 1)
         log.info(
             "fence committed",
             extra={
                 "event": "broker_fence_committed",
                 "broker_id": reply["fenced_broker"],
                 "records": reply["records"],
-                "ms_since_decision": ms,
+                "ms_since_decision": commit_ms,
+                "replayed_ms_since_decision": round((now - ran_at) * 1000, 1),
             },
         )
         if self._on_fence_committed is not None:
-            self._on_fence_committed(reply["fenced_broker"], reply["records"], ms)
+            self._on_fence_committed(reply["fenced_broker"], reply["records"], commit_ms)
 
     async def _timers(self) -> None:
         """Fence checks and NoOps, as deferred events through the queue."""

@@ -69,7 +69,7 @@ GAUGES: dict[str, tuple[str, str]] = {
         "last_fenced_broker",
     ),
     "kraft_controller_last_fence_commit_ms": (
-        "that fence's time from decision until its records committed and replayed (ms)",
+        "that fence's time from decision until the high watermark passed its records (ms)",
         "last_fence_commit_ms",
     ),
     "kraft_controller_last_fence_records": (
