@@ -359,6 +359,8 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "broker.session.timeout.ms": str(session_ms),
             "broker.heartbeat.interval.ms": str(opts.interval_ms),
             "controller.event.queue.size": "100000",
+            # the load's keep-alive connections plus the registrations' and the probes'
+            "max.connections": str(opts.connections + 400),
         },
     )
     out: dict[str, Any] = {}
