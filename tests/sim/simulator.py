@@ -782,7 +782,13 @@ class Simulation:
             return
         sets = [self.committed_voter_set]
         lid = self.leader()
-        if lid is not None:
+        if lid is not None and self.core(lid).epoch >= max(
+            n.core.epoch for n in self.running() if n.core is not None
+        ):
+            # The voter set in force at the leader, if no node has moved past its
+            # epoch. A superseded leader (its successor in a later epoch has just
+            # resigned, say) can commit nothing more, and its set may hold an
+            # uncommitted change that its partition never saw.
             sets.append(self.core(lid).voter_set)
         for vs in sets:
             # No majority of the set may lack the committed data. A voter key whose
