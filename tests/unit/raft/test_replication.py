@@ -348,10 +348,10 @@ def test_parked_fetch_is_answered_when_the_high_watermark_moves():
     assert resp.high_watermark == new_end and resp.records == b""
 
 
-def test_data_appended_within_the_linger_rides_with_the_high_watermark_news():
-    # A writer appends its next batch right after its commit: the followers get it
-    # in the answer that tells them the new HW, not one round trip later.
-    core, end = caught_up_leader()
+def _fetch_that_moves_the_high_watermark(config: RaftConfig = CONFIG):
+    """A leader with one new flushed batch, and follower 2's fetch (correlation 2)
+    reporting that it holds it, which moves the HW; returns (core, new_end)."""
+    core, end = caught_up_leader(config)
     t = core._now
     core.propose_records([NoOpRecord()], t)
     flush(core, t)
@@ -359,22 +359,24 @@ def test_data_appended_within_the_linger_rides_with_the_high_watermark_news():
     core.handle_request(fetch(2, core.epoch, end, core.epoch, hw=end), t, 1)
     answers(core.ready(), 1)
     core.handle_request(fetch(2, core.epoch, new_end, core.epoch, hw=end), t, 2)
+    return core, new_end
+
+
+def test_data_appended_within_the_linger_rides_with_the_high_watermark_news():
+    # A writer appends its next batch right after its commit: the followers get it
+    # in the answer that tells them the new HW, not one round trip later.
+    core, new_end = _fetch_that_moves_the_high_watermark()
     r = core.ready()
     assert r.high_watermark == new_end and not r.responses  # held, not answered HW-only
-    core.propose_records([NoOpRecord()], t)  # the writer's next batch
+    core.propose_records([NoOpRecord()], core._now)  # the writer's next batch
     resp = answers(core.ready(), 2)
     assert resp.high_watermark == new_end and offsets(resp.records) == [(new_end, core.epoch)]
 
 
 def test_high_watermark_news_at_once_with_no_linger():
-    core, end = caught_up_leader(config=replace(CONFIG, high_watermark_linger_ms=0))
-    t = core._now
-    core.propose_records([NoOpRecord()], t)
-    flush(core, t)
-    new_end = core.log.end_offset
-    core.handle_request(fetch(2, core.epoch, end, core.epoch, hw=end), t, 1)
-    answers(core.ready(), 1)
-    core.handle_request(fetch(2, core.epoch, new_end, core.epoch, hw=end), t, 2)
+    core, new_end = _fetch_that_moves_the_high_watermark(
+        replace(CONFIG, high_watermark_linger_ms=0)
+    )
     resp = answers(core.ready(), 2)
     assert resp.high_watermark == new_end and resp.records == b""
 
