@@ -173,8 +173,13 @@ class MemoryLog:
         return self._snapshots[snapshot_id]
 
     def create_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
-        """A snapshot this node took of its own committed state (durable at once)."""
-        self._snapshots[snapshot_id] = bytes(data)
+        """A snapshot this node took of its own committed state (durable at once).
+
+        An id that exists is kept as it is (Kafka's createNewSnapshot): a follower
+        may be fetching it in chunks, and new bytes under the same id (another
+        append time, say) would splice two files into a corrupt one."""
+        if snapshot_id not in self._snapshots:
+            self._snapshots[snapshot_id] = bytes(data)
 
     def read_snapshot_chunk(
         self, snapshot_id: SnapshotId, position: int, max_bytes: int
