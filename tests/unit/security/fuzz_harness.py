@@ -124,6 +124,17 @@ class FuzzServer:
                 self.conn = None
                 if attempt:
                     raise
+            except TimeoutError:
+                # No answer at all is a finding in itself: say what the node was
+                # doing rather than leave a bare socket timeout.
+                self.conn.close()
+                self.conn = None
+                raw = self.node.raft
+                raise AssertionError(
+                    f"no answer in 20 s to {method} {path} {headers}; node state "
+                    f"{self.state()}, raft {raw.describe() if raw.core else None}, "
+                    f"fatal {raw.fatal_error!r}, pending commits {len(raw._commit_waiters)}"
+                ) from None
         raise AssertionError("unreachable")
 
     def close(self) -> None:
