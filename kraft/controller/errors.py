@@ -33,6 +33,8 @@ HTTP_STATUS: dict[str, int] = {
     "CONCURRENT_VOTER_CHANGE": 409,
     "VOTER_NOT_FOUND": 404,
     "REQUEST_TOO_LARGE": 413,
+    # a bug: an unexpected exception in a command (logged with its traceback)
+    "UNKNOWN_SERVER_ERROR": 500,
     "NOT_CONTROLLER": 503,
     "REQUEST_TIMED_OUT": 504,
 }

@@ -253,7 +253,7 @@ class ControllerService:
             # here is the order the queue would give, without the hop through the
             # event task: a heartbeat that changes nothing is answered at once, still
             # serialized with every fence decision.
-            self._run_one(ev)
+            self._run_one_guarded(ev)
             if self._replay is not None:
                 self._wakeup.set()  # the event task finishes a large replay
         else:
@@ -421,6 +421,26 @@ class ControllerService:
             return
         self._wait_for(last, ev.future, result.reply, started)
 
+    def _run_one_guarded(self, ev: _Event) -> None:
+        """_run_one, where an unexpected exception (a bug) fails that one command
+        with UNKNOWN_SERVER_ERROR instead of ending the event task: a dead event
+        task would leave every later write waiting for its deadline."""
+        try:
+            self._run_one(ev)
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            log.error(
+                "%s failed: %s: %s",
+                ev.name,
+                type(e).__name__,
+                e,
+                exc_info=True,
+                extra={"event": "command_failed", "command": ev.name},
+            )
+            if not ev.future.done():
+                ev.future.set_exception(
+                    ApiError("UNKNOWN_SERVER_ERROR", f"{ev.name} failed: {type(e).__name__}: {e}")
+                )
+
     async def _run(self) -> None:
         while True:
             await self._wakeup.wait()
@@ -432,7 +452,7 @@ class ControllerService:
                     continue
                 ev = self._priority.popleft() if self._priority else self._normal.popleft()
                 if not ev.future.done():
-                    self._run_one(ev)
+                    self._run_one_guarded(ev)
                 budget -= 1
             if self._replay is not None:
                 await self._continue_replay()

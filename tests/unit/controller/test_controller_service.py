@@ -117,6 +117,30 @@ async def test_reply_waits_for_commit() -> None:
         await svc.stop()
 
 
+async def test_a_command_that_raises_fails_alone_and_the_queue_goes_on() -> None:
+    # A bug in one command must not end the event task: every later write would
+    # wait for its deadline (a fuzzed request once hung a whole run that way).
+    h = Harness()
+    svc, writer, clock = make(h, max_idle_interval_ms=0)
+    svc.start()
+    try:
+
+        def broken(c: QuorumController, now: int, off: int) -> Any:
+            raise KeyError("a bug")
+
+        with pytest.raises(ApiError) as e:
+            await asyncio.wait_for(svc.write("broken", broken), 1)
+        assert e.value.code == "UNKNOWN_SERVER_ERROR" and e.value.status == 500
+        assert "KeyError" in e.value.message and not h.c.image.brokers
+        task = asyncio.ensure_future(svc.write("noop", lambda c, now, off: c.noop()))
+        await settle()
+        assert writer.appended and not task.done()
+        svc.on_committed(writer.appended[-1][1])
+        await asyncio.wait_for(task, 1)
+    finally:
+        await svc.stop()
+
+
 async def test_bounded_queue_and_deadline() -> None:
     h = Harness(session_timeout_ms=1000)
     h.unfenced_broker(1)
