@@ -649,15 +649,12 @@ class RaftClient:
         assert core is not None
         # Nothing calls into the core while this runs (only _cycle does), so one
         # Ready per cycle holds everything.
-        while True:
-            r = core.ready()
-            if not r.empty:
-                await self._apply_ready(r)
-            self._deliver_commits()
-            self._leadership()
-            if not self._maybe_flush():
-                break
-            # A follower flushed inline: its next fetch is in the next Ready.
+        r = core.ready()
+        if not r.empty:
+            await self._apply_ready(r)
+        self._deliver_commits()
+        self._leadership()
+        self._maybe_flush()
         self._log_state()
         wake = core.next_wake_ms()
         now = self.clock()
@@ -730,30 +727,17 @@ class RaftClient:
 
     # ----------------------------------------------------------------- flushing
 
-    def _maybe_flush(self) -> bool:
-        """One fsync at a time: the leader's in the worker thread (appends meanwhile
-        ride the next: group commit), a follower's inline. True if it flushed inline."""
+    def _maybe_flush(self) -> None:
+        """One fsync at a time, in the worker thread; appends meanwhile ride the next."""
         if self._flush_job is not None or self._stopping:
-            return False
+            return
         job = self.log.prepare_flush()
         if job is None:
-            return False
-        core = self.core
-        if core is not None and not core.is_leader:
-            # A follower has nothing to overlap its fsync with: its next fetch
-            # waits for it (a fetch offset reports durable data only). As Kafka's
-            # follower does in its Raft thread, flush inline: handing the fsync to
-            # a thread cost a cross-thread wake-up that, measured, took longer
-            # than the fsync itself.
-            job.run()
-            flushed = self.log.complete_flush(job)  # raises LogFatalError: fatal
-            core.on_flushed(flushed, self.clock())
-            return True
+            return
         self._flush_job = job
         fut = asyncio.get_running_loop().run_in_executor(self._executor, job.run)
         self._flush_future = fut
         fut.add_done_callback(lambda _f: self._wake.set())
-        return False
 
     # ----------------------------------------------------------------- delivery
 
