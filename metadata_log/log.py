@@ -92,6 +92,7 @@ _MAX_SEGMENT_BYTES = 2**31 - 1
 _BASE_LEN = struct.Struct(">qi")  # base_offset, length: the start of every header
 _COUNT = struct.Struct(">i")
 _COUNT_AT = 27  # record_count's position in the header (see batch.py)
+_MAX_READ_HINTS = 16  # readers followed at once (followers, observers, delivery)
 
 
 def segment_file_name(base_offset: int) -> str:
@@ -188,7 +189,11 @@ class FileLog:
         self._closed = False
         # (offset, segment, position) where the last read stopped: sequential
         # reads resume there without bisecting or scanning.
-        self._read_hint: tuple[int, _Segment, int] | None = None
+        # Where recent reads ended: next offset -> (segment, position). Several
+        # readers follow the log at once (each follower's fetches, the leader's own
+        # delivery), so one hint per reader keeps a sequential read at one pread.
+        # Cleared by every structural change (truncation, deletion, roll-back).
+        self._read_hints: dict[int, tuple[_Segment, int]] = {}
 
     # ================================================================== opening
 
@@ -617,21 +622,13 @@ class FileLog:
             raise OffsetOutOfRangeError(from_offset, self._segments[0].base, self._end_offset)
         if from_offset == self._end_offset:
             return b""
-        hint = self._read_hint
-        if hint is not None and hint[0] == from_offset and hint[1].end > from_offset:
-            seg, pos = hint[1], hint[2]
+        hint = self._read_hints.get(from_offset)
+        if hint is not None and hint[0].end > from_offset:
+            seg, pos = hint
         else:
             seg = self._segments[bisect.bisect_right(self._bases, from_offset) - 1]
             i = bisect.bisect_right(seg.idx_offsets, from_offset) - 1
-            pos = seg.idx_positions[i]
-            # A short scan from the index entry to the batch holding from_offset.
-            while True:
-                head = os.pread(seg.fd, HEADER_SIZE, pos)
-                base, length = _BASE_LEN.unpack_from(head, 0)
-                (count,) = _COUNT.unpack_from(head, _COUNT_AT)
-                if base + count > from_offset:
-                    break
-                pos += length
+            pos = self._scan_to(seg, seg.idx_positions[i], from_offset)
         want = min(max(max_bytes, HEADER_SIZE), seg.size - pos)
         buf = os.pread(seg.fd, want, pos)
         base, length = _BASE_LEN.unpack_from(buf, 0)
@@ -651,8 +648,38 @@ class FileLog:
                 total += length
             if total < n:
                 buf = buf[:total]
-        self._read_hint = (next_offset, seg, pos + total)
+        hints = self._read_hints
+        hints.pop(from_offset, None)
+        if len(hints) >= _MAX_READ_HINTS:
+            del hints[next(iter(hints))]  # the oldest
+        hints[next_offset] = (seg, pos + total)
         return buf
+
+    def _scan_to(self, seg: _Segment, pos: int, from_offset: int) -> int:
+        """The position of the batch holding `from_offset`, scanning from `pos` (an
+        index entry at or before it). The batch starts within about one index
+        interval of the entry: its headers are read in one pread, not one each."""
+        chunk = b""
+        at = pos  # file position of chunk[0]
+        while True:
+            off = pos - at
+            if off + HEADER_SIZE > len(chunk):
+                at = pos
+                off = 0
+                chunk = os.pread(
+                    seg.fd, min(self.index_interval_bytes + HEADER_SIZE, seg.size - pos), pos
+                )
+                if len(chunk) < HEADER_SIZE:
+                    # The segment ends before the batch the index promises.
+                    raise OSError(
+                        errno.EIO,
+                        f"{seg.path.name}: no batch holding offset {from_offset} at {pos}",
+                    )
+            base, length = _BASE_LEN.unpack_from(chunk, off)
+            (count,) = _COUNT.unpack_from(chunk, off + _COUNT_AT)
+            if base + count > from_offset:
+                return pos
+            pos += length
 
     # ======================================================= structural changes
 
@@ -728,7 +755,7 @@ class FileLog:
             except OSError as e:
                 raise self._fatal(f"fsync directory {self.directory}", e) from e
         self._end_offset = self._flushed_offset = new_end
-        self._read_hint = None
+        self._read_hints.clear()
         self._cache.truncate_from_end(new_end)
         if new_end == start:
             self._cache = LeaderEpochCache(prefix)
@@ -782,7 +809,7 @@ class FileLog:
         del self._segments[:n]
         del self._bases[:n]
         self._dir_dirty = True
-        self._read_hint = None
+        self._read_hints.clear()
         self._sync_data()
         new_start = self._segments[0].base
         self._cache.truncate_from_start(new_start)
@@ -822,7 +849,7 @@ class FileLog:
         self._segments = [_Segment(offset, path, fd)]
         self._bases = [offset]
         self._end_offset = offset
-        self._read_hint = None
+        self._read_hints.clear()
         self._dir_dirty = True
         self._sync_data()
         self._write_checkpoints(force=True)
@@ -849,7 +876,7 @@ class FileLog:
         for seg in self._segments:
             with contextlib.suppress(OSError):
                 os.close(seg.fd)
-        self._read_hint = None
+        self._read_hints.clear()
 
     def __enter__(self) -> FileLog:
         return self

@@ -83,6 +83,47 @@ def test_append_and_read_back(tmp_path: Path) -> None:
         assert log.size_bytes == sum(map(len, written))
 
 
+def test_interleaved_readers_each_read_with_one_pread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Followers and the leader's own delivery read the tail at different offsets at
+    once: each sequential reader costs one pread per read, and a read from the
+    middle of an index interval scans the headers with one pread, not one each."""
+    with FileLog.open(tmp_path, index_interval_bytes=4096) as log:
+        written = fill(log, 200)  # ~100-byte batches: ~40 per index interval
+        preads: list[int] = []
+        real = os.pread
+
+        def counting(fd: int, n: int, pos: int) -> bytes:
+            preads.append(pos)
+            return real(fd, n, pos)
+
+        monkeypatch.setattr(log_module.os, "pread", counting)
+        # A cold read 39 batches past an index entry: one pread to find it, one to read.
+        assert log.read(78, len(written[39])) == written[39]
+        assert len(preads) == 2
+        # Three readers at different offsets, interleaved, one batch per read.
+        positions = [0, 100, 300]
+
+        def read_next(reader: int) -> None:
+            want = written[positions[reader] // 2]
+            assert log.read(positions[reader], len(want)) == want
+            positions[reader] += 2
+
+        for reader in range(3):
+            read_next(reader)
+        preads.clear()
+        for _ in range(40):
+            for reader in range(3):
+                read_next(reader)
+        assert len(preads) == 120
+        # A truncation forgets the hints: reads still return the right batches.
+        log.truncate_to(104)
+        assert log.read(100, len(written[50])) == written[50]
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read(positions[2], 100)
+
+
 def test_out_of_range_reads(tmp_path: Path) -> None:
     with FileLog.open(tmp_path, segment_bytes=200) as log:
         fill(log, 6)
