@@ -648,9 +648,10 @@ class FileLog:
                 total += length
             if total < n:
                 buf = buf[:total]
+        # The hint for from_offset stays: other readers (e.g. the other follower)
+        # usually read from the same offset next.
         hints = self._read_hints
-        hints.pop(from_offset, None)
-        if len(hints) >= _MAX_READ_HINTS:
+        if next_offset not in hints and len(hints) >= _MAX_READ_HINTS:
             del hints[next(iter(hints))]  # the oldest
         hints[next_offset] = (seg, pos + total)
         return buf

@@ -117,6 +117,15 @@ def test_interleaved_readers_each_read_with_one_pread(
             for reader in range(3):
                 read_next(reader)
         assert len(preads) == 120
+        # Readers at the same offset (the leader's followers and its own delivery,
+        # each after the same appended batch) share a hint.
+        preads.clear()
+        for _ in range(3):
+            assert (
+                log.read(positions[0], len(written[positions[0] // 2]))
+                == written[positions[0] // 2]
+            )
+        assert len(preads) == 3
         # A truncation forgets the hints: reads still return the right batches.
         log.truncate_to(104)
         assert log.read(100, len(written[50])) == written[50]
