@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import pytest
 
 from kraft.raft.client import NotLeaderError, RaftClient
-from kraft.raft.file_log_adapter import FileReplicatedLog
+from kraft.raft.file_log_adapter import FileReplicatedLog, FlushJob
 from kraft.raft.messages import (
     NONE,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
+    FetchResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -198,6 +200,64 @@ async def test_shell_persists_the_quorum_state_before_sending_what_depends_on_it
         assert events.index(("send", "pre-vote")) < events.index(
             ("persist", ElectionState(1, None, 1))
         )
+    finally:
+        await client.shutdown(0.5)
+        log.close()
+
+
+async def test_the_leader_sends_its_fetch_answers_before_its_flush_thread_starts(tmp_path):
+    # The flush thread takes the GIL as it starts; answers sent meanwhile waited
+    # for it. So the answers an append completes go out first.
+    events: list[str] = []
+
+    class TracedJob(FlushJob):
+        __slots__ = ()
+
+        def run(self) -> None:
+            events.append("flush")
+            super().run()
+
+    q = Quorum(tmp_path)
+    await q.start()
+    try:
+        leader = await q.wait_leader()
+        c = leader.client
+        inner_handle, inner_prepare = c.handle_inbound, c.log.prepare_flush
+
+        async def spy(request):
+            resp = await inner_handle(request)
+            if isinstance(resp, FetchResponse) and resp.records:
+                events.append("answer")
+            return resp
+
+        def prepare():
+            job = inner_prepare()
+            if job is None:
+                return None
+            return TracedJob(**{f.name: getattr(job, f.name) for f in dataclasses.fields(job)})
+
+        c.handle_inbound, c.log.prepare_flush = spy, prepare
+        for _ in range(2):  # the second round's parked fetches all came through the spy
+            await q.wait(lambda: len(c.core._purgatory) == 2, what="both followers parked")
+            events.clear()
+            last = c.append_records([NoOpRecord()])
+            await asyncio.wait_for(c.wait_committed(last), 3)
+        assert events[:3] == ["answer", "answer", "flush"], events
+    finally:
+        await q.stop()
+
+
+async def test_an_inbound_request_the_core_never_answers_times_out(tmp_path):
+    urls = {1: "http://127.0.0.1:9", 2: "http://127.0.0.1:9", 3: "http://127.0.0.1:9"}
+    log = FileReplicatedLog.open(tmp_path / "n" / "__cluster_metadata-0")
+    client = RaftClient(2, urls, "c", log, _OrderedStore([]), FAST, transport=_GrantingPeers([]))
+    await client.start()
+    try:
+        client._push = lambda item: None  # the request is lost on its way to the core
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await client.handle_inbound(VoteRequest("c", 1, 7, 0, 0))
+        assert FAST.request_timeout_ms / 1000 <= time.monotonic() - t0 < 2.0
     finally:
         await client.shutdown(0.5)
         log.close()
