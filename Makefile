@@ -43,7 +43,7 @@ chaos: install
 
 # Every benchmark in turn, each printing its JSON (full runs take about half an hour;
 # QUICK=1 runs each briefly, a smoke test). BENCH=raft_bench runs one.
-BENCH ?= log_bench purgatory_bench raft_bench controller_bench fleet_bench replay_bench security_bench
+BENCH ?= http_floor log_bench purgatory_bench raft_bench controller_bench fleet_bench replay_bench security_bench
 bench: install
 	@set -e; for b in $(BENCH); do \
 		q=""; if [ -n "$(QUICK)" ]; then case $$b in \
