@@ -50,6 +50,18 @@ class Cluster:
         res = self.h.c.maybe_fence_stale_broker(now + 100_000)
         self.h.apply(res)
 
+    def fence_3(self) -> None:
+        """Broker 3 misses heartbeats (the others' last is at 8 000) and is fenced:
+        it leaves the ISRs."""
+        for b in (1, 2, 4):
+            self.h.heartbeat(b, 8000)
+        self.shrink_isr_by_fencing(3, 0)
+
+    def fence_and_unfence_3(self) -> None:
+        """fence_3, then broker 3 heartbeats at 10 000: unfenced, alive, out of the ISRs."""
+        self.fence_3()
+        self.h.heartbeat(3, 10_000)
+
 
 def manager(**over) -> IsrManager:  # noqa: ANN003
     return IsrManager(1, IsrConfig(**over), random.Random(3))
@@ -65,11 +77,7 @@ def test_nothing_to_do_with_a_full_isr() -> None:
 def test_expands_a_caught_up_replica_back() -> None:
     c = Cluster()
     p0 = c.h.partition("t", 0)
-    # broker 3 misses heartbeats and is fenced: it leaves the ISRs
-    c.h.heartbeat(1, 8000)
-    c.h.heartbeat(2, 8000)
-    c.h.heartbeat(4, 8000)
-    c.shrink_isr_by_fencing(3, 0)
+    c.fence_3()
     assert c.image.brokers[3].fenced
     assert 3 not in c.h.partition("t", 0).isr
     mgr = manager(catch_up_ms=1000)
@@ -92,10 +100,7 @@ def test_expands_a_caught_up_replica_back() -> None:
 
 def test_a_restarted_replica_starts_catching_up_again() -> None:
     c = Cluster()
-    c.h.heartbeat(1, 8000)
-    c.h.heartbeat(2, 8000)
-    c.h.heartbeat(4, 8000)
-    c.shrink_isr_by_fencing(3, 0)
+    c.fence_3()
     mgr = manager(catch_up_ms=1000)
     c.h.heartbeat(3, 10_000)
     c.step(mgr, 10_000)  # sees epoch E alive since 10 000
@@ -108,11 +113,7 @@ def test_a_restarted_replica_starts_catching_up_again() -> None:
 
 def test_does_nothing_unless_running_and_caught_up_with_itself() -> None:
     c = Cluster()
-    c.h.heartbeat(1, 8000)
-    c.h.heartbeat(2, 8000)
-    c.h.heartbeat(4, 8000)
-    c.shrink_isr_by_fencing(3, 0)
-    c.h.heartbeat(3, 10_000)
+    c.fence_and_unfence_3()
     mgr = manager(catch_up_ms=0)
     assert c.step(mgr, 20_000, active=False) == []
     # an image that does not yet hold our registration epoch: wait
@@ -165,11 +166,7 @@ def test_lag_model_is_deterministic_for_a_seed() -> None:
 
 def test_one_request_per_partition_and_bounded_in_flight() -> None:
     c = Cluster()
-    c.h.heartbeat(1, 8000)
-    c.h.heartbeat(2, 8000)
-    c.h.heartbeat(4, 8000)
-    c.shrink_isr_by_fencing(3, 0)
-    c.h.heartbeat(3, 10_000)
+    c.fence_and_unfence_3()
     mgr = manager(catch_up_ms=0, max_in_flight=1)
     sends = mgr.poll(c.image, c.led(1), c.epochs[1], True, 10_000)
     assert len(sends) == 1
@@ -186,11 +183,7 @@ def test_one_request_per_partition_and_bounded_in_flight() -> None:
 
 def test_stale_partition_epoch_waits_for_the_image() -> None:
     c = Cluster()
-    c.h.heartbeat(1, 8000)
-    c.h.heartbeat(2, 8000)
-    c.h.heartbeat(4, 8000)
-    c.shrink_isr_by_fencing(3, 0)
-    c.h.heartbeat(3, 10_000)
+    c.fence_and_unfence_3()
     mgr = manager(catch_up_ms=0, retry_backoff_ms=100)
     stale = c.image.copy()
     # the controller moves on (another expansion) while our image stays behind
