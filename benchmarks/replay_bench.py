@@ -44,6 +44,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from metadata_log.replay import replay_log  # noqa: E402
 from spark_replay.generator import generate, scaled_config  # noqa: E402
+from spark_replay.tables import (  # noqa: E402
+    BROKER_INTERVAL_KEY,
+    BROKER_TYPES,
+    STATE_TYPES,
+    TABLE_COLUMNS,
+    TXN_TYPES,
+)
 
 
 def ensure_log(work: Path, records: int, seed: int) -> tuple[Path, dict[str, Any]]:
@@ -139,31 +146,6 @@ def bench_single(data: Path, out: Path, repeat: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- one process
 
 
-STATE_COLUMNS = (
-    "offset",
-    "base_offset",
-    "append_time_ms",
-    "type",
-    "topic_id",
-    "topic_name",
-    "partition_id",
-    "leader",
-    "isr",
-    "replicas",
-    "removing_replicas",
-    "adding_replicas",
-    "leader_recovery_state",
-    "leader_epoch",
-    "partition_epoch",
-    "broker_id",
-    "broker_epoch",
-    "fenced",
-    "shutdown",
-    "incarnation_id",
-    "rack",
-)
-
-
 def _decode_and_write_records(data: Path, out: Path) -> tuple[int, list[dict[str, Any]]]:
     """Every file decoded (the same decoder as the Spark tasks), the records table
     written with pyarrow, and the state-changing rows kept (narrow) for the history."""
@@ -171,15 +153,23 @@ def _decode_and_write_records(data: Path, out: Path) -> tuple[int, list[dict[str
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from spark_replay import history as H
     from spark_replay.datasource import list_log_files
-    from spark_replay.decode import ARROW_SCHEMA, read_file
+    from spark_replay.decode import ARROW_SCHEMA, BROKER_FIELDS, PARTITION_FIELDS, read_file
     from spark_replay.records import COMPRESSION, COMPRESSION_LEVEL, DICTIONARY_COLUMNS
 
     files = list_log_files(data)
     if any(f.source != "segment" for f in files) or (files and files[0].base_offset != 0):
         raise SystemExit("the one-process replay handles complete logs without snapshots only")
-    wanted = pa.array([*H.STATE_TYPES, *H.TXN_TYPES])
+    wanted = pa.array([*STATE_TYPES, *TXN_TYPES])
+    # The records columns the history needs: where and when, the type, every typed column.
+    state_columns = [
+        "offset",
+        "base_offset",
+        "append_time_ms",
+        "type",
+        *(f.name for f in PARTITION_FIELDS),
+        *(f.name for f in BROKER_FIELDS),
+    ]
     (out / "records").mkdir(parents=True)
     kept: list[pa.Table] = []
     n = 0
@@ -195,10 +185,10 @@ def _decode_and_write_records(data: Path, out: Path) -> tuple[int, list[dict[str
                 n += batch.num_rows
                 writer.write_batch(batch)
                 sel = batch.filter(pc.is_in(batch.column(5), value_set=wanted))
-                kept.append(pa.Table.from_batches([sel]).select(list(STATE_COLUMNS)))
+                kept.append(pa.Table.from_batches([sel]).select(state_columns))
     table = pa.concat_tables(kept).sort_by("offset")
-    cols = [table.column(c).to_pylist() for c in STATE_COLUMNS]
-    return n, [dict(zip(STATE_COLUMNS, row, strict=True)) for row in zip(*cols, strict=True)]
+    cols = [table.column(c).to_pylist() for c in state_columns]
+    return n, [dict(zip(state_columns, row, strict=True)) for row in zip(*cols, strict=True)]
 
 
 def _events(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -298,23 +288,13 @@ def _broker_history(ev: list[dict[str, Any]]) -> list[dict[str, Any]]:
             )
         rows, prev = [], None
         for s in _last_per_offset(states):
-            key = tuple(s[k] for k in BROKER_KEY)
+            key = tuple(s[k] for k in BROKER_INTERVAL_KEY)
             if key != prev:
                 rows.append(s)
             prev = key
         _intervals(rows)
         out += rows
     return out
-
-
-BROKER_TYPES = (
-    "RegisterBrokerRecord",
-    "UnregisterBrokerRecord",
-    "FenceBrokerRecord",
-    "UnfenceBrokerRecord",
-    "BrokerRegistrationChangeRecord",
-)
-BROKER_KEY = ("broker_epoch", "state", "fenced", "in_controlled_shutdown", "incarnation_id", "rack")
 
 
 def _unit_kind(r: dict[str, Any]) -> str | None:
@@ -480,63 +460,6 @@ def _partition_tables(ev: list[dict[str, Any]]) -> tuple[list, list, list]:
     return history, elections, offline
 
 
-SINGLE_TABLE_COLUMNS = {
-    "broker_history": (
-        "broker_id",
-        "broker_epoch",
-        "state",
-        "fenced",
-        "in_controlled_shutdown",
-        "incarnation_id",
-        "rack",
-        "start_offset",
-        "end_offset",
-        "start_time_ms",
-        "end_time_ms",
-    ),
-    "partition_history": (
-        "topic",
-        "topic_id",
-        "partition_id",
-        "leader",
-        "isr",
-        "replicas",
-        "removing_replicas",
-        "adding_replicas",
-        "leader_recovery_state",
-        "leader_epoch",
-        "partition_epoch",
-        "start_offset",
-        "end_offset",
-        "start_time_ms",
-        "end_time_ms",
-    ),
-    "leader_elections": (
-        "offset",
-        "applied_offset",
-        "append_time_ms",
-        "topic",
-        "topic_id",
-        "partition_id",
-        "old_leader",
-        "new_leader",
-        "unclean",
-        "cause",
-        "cause_broker_id",
-        "leader_epoch",
-    ),
-    "offline_partitions": (
-        "topic",
-        "topic_id",
-        "partition_id",
-        "start_offset",
-        "end_offset",
-        "start_time_ms",
-        "end_time_ms",
-    ),
-}
-
-
 def single_process_tables(data: Path, out: Path) -> int:
     """The Spark job's work in one Python process: log -> records and the four
     history tables in Parquet (pyarrow). Same decoder, same semantics as
@@ -562,7 +485,7 @@ def single_process_tables(data: Path, out: Path) -> int:
         "offline_partitions": offline,
     }
     for name, rows_ in tables.items():
-        cols = SINGLE_TABLE_COLUMNS[name]
+        cols = TABLE_COLUMNS[name]
         t = pa.Table.from_pydict({c: [r[c] for r in rows_] for c in cols})
         (out / name).mkdir()
         pq.write_table(t, out / name / "part-00000.parquet")
@@ -574,7 +497,7 @@ def count_rows(a: Path, b: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     result = {}
-    for name in SINGLE_TABLE_COLUMNS:
+    for name in TABLE_COLUMNS:
         na, nb = (pq.ParquetDataset(d / name).read(columns=[]).num_rows for d in (a, b))
         result[name] = {"rows": nb, "same_count": na == nb}
     return result
@@ -585,7 +508,7 @@ def compare_tables(a: Path, b: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     result = {}
-    for name, cols in SINGLE_TABLE_COLUMNS.items():
+    for name, cols in TABLE_COLUMNS.items():
         rows = []
         for d in (a, b):
             t = pq.read_table(d / name, columns=list(cols))

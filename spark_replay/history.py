@@ -58,20 +58,22 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from metadata_log.errors import MetadataLogError
+from spark_replay.tables import (
+    BROKER_AS_OF_COLUMNS,
+    BROKER_INTERVAL_KEY,
+    BROKER_STATE_KEYS,
+    BROKER_TYPES,
+    OFFLINE_PARTITIONS_COLUMNS,
+    PARTITION_AS_OF_COLUMNS,
+    PARTITION_STATE_KEYS,
+    PARTITION_STATE_VALUES,
+    PARTITION_TYPES,
+    STATE_TYPES,
+    TXN_TYPES,
+)
 
 # Transactions are joined back by offset bucket: a transaction spans few buckets.
 TXN_BUCKET = 4096
-BROKER_TYPES = (
-    "RegisterBrokerRecord",
-    "UnregisterBrokerRecord",
-    "FenceBrokerRecord",
-    "UnfenceBrokerRecord",
-    "BrokerRegistrationChangeRecord",
-)
-PARTITION_TYPES = ("PartitionRecord", "PartitionChangeRecord")
-TOPIC_TYPES = ("TopicRecord", "RemoveTopicRecord")
-TXN_TYPES = ("BeginTransactionRecord", "EndTransactionRecord", "AbortTransactionRecord")
-STATE_TYPES = (*BROKER_TYPES, *PARTITION_TYPES, *TOPIC_TYPES, "ConfigRecord")
 
 NO_LEADER_CHANGE = -2
 LEADER_RECOVERY_UNCHANGED = -1
@@ -357,18 +359,11 @@ def broker_history(ev: DataFrame) -> DataFrame:
         "seq",
         "at_time",
     )
-    key = F.struct(
-        "broker_epoch", "state", "fenced", "in_controlled_shutdown", "incarnation_id", "rack"
-    )
+    key = F.struct(*BROKER_INTERVAL_KEY)
     changes = visible.withColumn("prev", F.lag(key).over(o)).filter(~F.col("prev").eqNullSafe(key))
     return changes.select(
         "broker_id",
-        "broker_epoch",
-        "state",
-        "fenced",
-        "in_controlled_shutdown",
-        "incarnation_id",
-        "rack",
+        *BROKER_INTERVAL_KEY,
         F.col("at_offset").alias("start_offset"),
         F.lead("at_offset").over(o).alias("end_offset"),
         F.col("at_time").alias("start_time_ms"),
@@ -422,14 +417,7 @@ def _partition_rows(ev: DataFrame, other: DataFrame | None = None) -> DataFrame:
         "unit",
         kind.cast("byte").alias("kind"),
         (F.col("source") == "snapshot").alias("from_snapshot"),
-        "leader",
-        "isr",
-        "replicas",
-        "removing_replicas",
-        "adding_replicas",
-        "leader_recovery_state",
-        "leader_epoch",
-        "partition_epoch",
+        *PARTITION_STATE_VALUES,
     ).unionByName(removed, allowMissingColumns=True)
 
 
@@ -500,7 +488,7 @@ def partition_history(states: DataFrame, names: DataFrame) -> DataFrame:
     """
     intervals = _visible(states).filter(~F.col("removed"))
     return intervals.join(F.broadcast(names), "topic_id", "left").select(
-        *_PARTITION_STATE_COLUMNS,
+        *PARTITION_STATE_KEYS,
         F.col("at_offset").alias("start_offset"),
         F.col("next_at").alias("end_offset"),
         F.col("at_time").alias("start_time_ms"),
@@ -543,15 +531,7 @@ def offline_partitions(states: DataFrame, names: DataFrame) -> DataFrame:
         F.col("at_time").alias("start_time_ms"),
         F.lead("at_time").over(o).alias("end_time_ms"),
     ).filter(F.col("offline"))
-    return spans.join(F.broadcast(names), "topic_id", "left").select(
-        "topic",
-        "topic_id",
-        "partition_id",
-        "start_offset",
-        "end_offset",
-        "start_time_ms",
-        "end_time_ms",
-    )
+    return spans.join(F.broadcast(names), "topic_id", "left").select(*OFFLINE_PARTITIONS_COLUMNS)
 
 
 # ----------------------------------------------------------------------------- elections
@@ -792,30 +772,6 @@ def check_in_history(info: LogInfo, offset: int) -> None:
         )
 
 
-_BROKER_STATE_COLUMNS = (
-    "broker_id",
-    "broker_epoch",
-    "incarnation_id",
-    "rack",
-    "fenced",
-    "in_controlled_shutdown",
-    "state",
-)
-_PARTITION_STATE_COLUMNS = (
-    "topic",
-    "topic_id",
-    "partition_id",
-    "leader",
-    "isr",
-    "replicas",
-    "removing_replicas",
-    "adding_replicas",
-    "leader_recovery_state",
-    "leader_epoch",
-    "partition_epoch",
-)
-
-
 def state_as_of(
     broker_hist: DataFrame, partition_hist: DataFrame, info: LogInfo, offset: int
 ) -> tuple[DataFrame, DataFrame]:
@@ -825,9 +781,9 @@ def state_as_of(
     brokers = (
         _covering(broker_hist, offset)
         .filter(F.col("state") != "UNREGISTERED")
-        .select(*_BROKER_STATE_COLUMNS, as_of)
+        .select(*BROKER_AS_OF_COLUMNS, as_of)
     )
-    partitions = _covering(partition_hist, offset).select(*_PARTITION_STATE_COLUMNS, as_of)
+    partitions = _covering(partition_hist, offset).select(*PARTITION_AS_OF_COLUMNS, as_of)
     return brokers, partitions
 
 
@@ -858,9 +814,9 @@ def states_as_of(
     brokers = (
         covering(broker_hist)
         .filter(F.col("state") != "UNREGISTERED")
-        .select(*_BROKER_STATE_COLUMNS, "as_of_offset")
+        .select(*BROKER_AS_OF_COLUMNS, "as_of_offset")
     )
-    partitions = covering(partition_hist).select(*_PARTITION_STATE_COLUMNS, "as_of_offset")
+    partitions = covering(partition_hist).select(*PARTITION_AS_OF_COLUMNS, "as_of_offset")
     return brokers, partitions
 
 
@@ -896,29 +852,6 @@ def image_state(image: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
                 }
             )
     return brokers, partitions
-
-
-BROKER_STATE_KEYS = (
-    "broker_id",
-    "broker_epoch",
-    "incarnation_id",
-    "rack",
-    "fenced",
-    "in_controlled_shutdown",
-)
-PARTITION_STATE_KEYS = (
-    "topic",
-    "topic_id",
-    "partition_id",
-    "leader",
-    "isr",
-    "replicas",
-    "removing_replicas",
-    "adding_replicas",
-    "leader_recovery_state",
-    "leader_epoch",
-    "partition_epoch",
-)
 
 
 def rows_state(
