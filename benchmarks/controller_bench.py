@@ -31,7 +31,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,21 +43,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from kraft.cluster import free_ports  # noqa: E402
+
 MSGPACK = "application/msgpack"
 FENCES_TOTAL = "kafka_controller_controllerstats_brokerfences_total"
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def pct(values: list[float], q: float) -> float:

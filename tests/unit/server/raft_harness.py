@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 import time
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from kraft.cluster import free_ports
 from kraft.raft.client import CommittedBatch, RaftClient
 from kraft.raft.config import RaftConfig
 from kraft.raft.file_log_adapter import FileReplicatedLog
@@ -32,19 +32,6 @@ FAST = RaftConfig(
     request_timeout_ms=300,
     retry_backoff_ms=20,
 )
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 class RecordingListener:
