@@ -93,6 +93,7 @@ from metadata_log.records import (
 from tests.sim.simulator import (
     CLUSTER_ID,
     DiskParams,
+    FaultScheduler,
     NetParams,
     SimNode,
     Simulation,
@@ -990,13 +991,8 @@ def run_seed(seed: int, trace: bool = False) -> ControllerSeedResult:
         b = sim.add_broker(BROKER_BASE_ID + i, racks[i % 3] if rng.random() < 0.5 else None)
         sim.at(rng.randint(0, 1500), lambda b=b: sim.broker_start(b))
 
-    def every(lo: int, hi: int, action: Callable[[], None]) -> None:
-        def fire() -> None:
-            if sim.now < end_faults:
-                action()
-                sim.at(sim.now + rng.randint(lo, hi), fire)
-
-        sim.at(rng.randint(lo, hi), fire)
+    sched = FaultScheduler(sim, rng, end_faults)
+    every, restart_later = sched.every, sched.restart_later
 
     # ---------------------------------------------------------------- broker scripts
     brokers = list(sim.brokers.values())
@@ -1126,37 +1122,13 @@ def run_seed(seed: int, trace: bool = False) -> ControllerSeedResult:
 
     # ---------------------------------------------------------------- faults
     nodes = list(sim.nodes)
-    partitioned = [False]
-
-    def heal_later() -> None:
-        def heal() -> None:
-            sim.heal()
-            partitioned[0] = False
-
-        sim.at(sim.now + rng.randint(300, 4_000), heal)
-
     if "partition" in faults:
-
-        def split() -> None:
-            if partitioned[0]:
-                return
-            shuffled = nodes[:]
-            rng.shuffle(shuffled)
-            k = rng.randint(1, len(shuffled) - 1)
-            sim.split_with_brokers([shuffled[:k], shuffled[k:]])
-            partitioned[0] = True
-            sim._count("fault:partition")
-            heal_later()
-
-        every(1_500, 5_000, split)
-
-    def restart_later(nid: int, lo: int, hi: int) -> None:
-        def again() -> None:
-            if not sim.nodes[nid].up:
-                sim.start(nid)
-
-        sim.at(sim.now + rng.randint(lo, hi), again)
-
+        sched.splits(
+            nodes,
+            lambda a, b: sim.split_with_brokers([a, b]),
+            every=(1_500, 5_000),
+            heal=(300, 4_000),
+        )
     if "crash" in faults:
         sim.crash_mid_transaction = True
 

@@ -1035,65 +1035,99 @@ def build(seed: int, trace: bool = False) -> tuple[Simulation, random.Random, se
     return sim, rng, faults, duration
 
 
+class FaultScheduler:
+    """A seed's faults on the simulation until `end` (simulated ms): actions
+    repeated at random intervals, delayed restarts, network splits healed later.
+
+    Shared by this module's run_seed and controller_sim's. Every delay and choice
+    is drawn from the seed's `rng` when the fault fires, so a seed replays exactly.
+    """
+
+    def __init__(self, sim: Simulation, rng: random.Random, end: int) -> None:
+        self.sim = sim
+        self.rng = rng
+        self.end = end
+        # a split or one-way block is in force (until heal_later's heal): no second one
+        self.partitioned = False
+
+    def every(self, lo: int, hi: int, action: Callable[[], None]) -> None:
+        """`action` every lo..hi ms (drawn each time) until the end."""
+
+        def fire() -> None:
+            if self.sim.now < self.end:
+                action()
+                self.sim.at(self.sim.now + self.rng.randint(lo, hi), fire)
+
+        self.sim.at(self.rng.randint(lo, hi), fire)
+
+    def restart_later(self, nid: int, lo: int, hi: int) -> None:
+        """Node `nid` started again lo..hi ms from now, unless it is up by then."""
+
+        def again() -> None:
+            if not self.sim.nodes[nid].up:
+                self.sim.start(nid)
+
+        self.sim.at(self.sim.now + self.rng.randint(lo, hi), again)
+
+    def heal_later(self, lo: int, hi: int) -> None:
+        """The network healed lo..hi ms from now."""
+
+        def heal() -> None:
+            self.sim.heal()
+            self.partitioned = False
+
+        self.sim.at(self.sim.now + self.rng.randint(lo, hi), heal)
+
+    def splits(
+        self,
+        nodes: list[int],
+        split: Callable[[list[int], list[int]], None],
+        every: tuple[int, int],
+        heal: tuple[int, int],
+    ) -> None:
+        """Every `every` ms, unless the network is already cut: `nodes` shuffled and
+        cut in two groups by `split`, healed `heal` ms later."""
+
+        def fire() -> None:
+            if self.partitioned:
+                return
+            shuffled = nodes[:]
+            self.rng.shuffle(shuffled)
+            k = self.rng.randint(1, len(shuffled) - 1)
+            split(shuffled[:k], shuffled[k:])
+            self.partitioned = True
+            self.sim._count("fault:partition")
+            self.heal_later(*heal)
+
+        self.every(*every, fire)
+
+
 def run_seed(seed: int, trace: bool = False) -> SeedResult:
     sim, rng, faults, duration = build(seed, trace)
     nodes = list(sim.nodes)
     end_faults = duration
-
-    def every(lo: int, hi: int, action: Callable[[], None]) -> None:
-        def fire() -> None:
-            if sim.now < end_faults:
-                action()
-                sim.at(sim.now + rng.randint(lo, hi), fire)
-
-        sim.at(rng.randint(lo, hi), fire)
-
-    def restart_later(nid: int, lo: int, hi: int) -> None:
-        def again() -> None:
-            if not sim.nodes[nid].up:
-                sim.start(nid)
-
-        sim.at(sim.now + rng.randint(lo, hi), again)
+    sched = FaultScheduler(sim, rng, end_faults)
+    every, restart_later = sched.every, sched.restart_later
+    heal_ms = (300, 5_000)
 
     def propose() -> None:
         sim.propose(rng.randint(1, 4))
 
     every(20, 250, propose)
 
-    partitioned = [False]
-
-    def heal_later() -> None:
-        def heal() -> None:
-            sim.heal()
-            partitioned[0] = False
-
-        sim.at(sim.now + rng.randint(300, 5_000), heal)
-
     if "partition" in faults:
-
-        def split() -> None:
-            if partitioned[0]:
-                return
-            shuffled = nodes[:]
-            rng.shuffle(shuffled)
-            k = rng.randint(1, len(shuffled) - 1)
-            sim.partition(shuffled[:k], shuffled[k:])
-            partitioned[0] = True
-            sim._count("fault:partition")
-            heal_later()
-
-        every(1_000, 4_000, split)
+        sched.splits(nodes, sim.partition, every=(1_000, 4_000), heal=heal_ms)
     if "asymmetric" in faults:
 
         def one_way() -> None:
-            if partitioned[0]:
+            if sched.partitioned:
                 return
             for _ in range(rng.randint(1, 3)):
                 a, b = rng.sample(nodes, 2)
                 sim.block(a, b)
-            partitioned[0] = True
+            sched.partitioned = True
             sim._count("fault:asymmetric")
-            heal_later()
+            sched.heal_later(*heal_ms)
 
         every(1_000, 4_000, one_way)
     if "crash" in faults:
