@@ -60,6 +60,13 @@ class Cluster:
             await node.stop(2.0)
             self.nodes[i] = None
 
+    async def start_all(self) -> None:
+        await asyncio.gather(*(self.start(i) for i in self.nodes))
+
+    async def stop_all(self) -> None:
+        for i in self.nodes:
+            await self.stop(i)
+
     async def leader(self, timeout: float = 5.0, exclude: int | None = None) -> ControllerNode:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -73,6 +80,25 @@ class Cluster:
 async def call(session, method, url, body=None):
     async with session.request(method, url, json=body) as r:
         return r.status, await r.json(content_type=None)
+
+
+def snapshotting(bytes_between: int) -> list[str]:
+    """Overrides: a snapshot every `bytes_between` record bytes, no log kept behind
+    the snapshots, and small segments so that the log is trimmed."""
+    return [
+        f"metadata.log.max.record.bytes.between.snapshots={bytes_between}",
+        "metadata.max.retention.bytes=0",
+        "metadata.log.segment.bytes=4096",
+    ]
+
+
+async def register(session, url: str, broker_id: int, cluster_id: str) -> dict:
+    """Registers `broker_id` at the controller at `url`; the 200 reply's body."""
+    st, body = await call(
+        session, "POST", url + "/v1/brokers/register", register_body(broker_id, cluster_id)
+    )
+    assert st == 200, body
+    return body
 
 
 def register_body(broker_id: int, cluster_id: str, incarnation: str | None = None) -> dict:
@@ -109,16 +135,12 @@ async def test_standbys_replay_and_followers_redirect(tmp_path, monkeypatch):
     monkeypatch.setattr(controller_service, "REPLAY_CHUNK", CHUNK)
     monkeypatch.setattr(node_module, "REPLAY_CHUNK", CHUNK)
     c = Cluster(tmp_path)
-    await asyncio.gather(*(c.start(i) for i in (1, 2, 3)))
+    await c.start_all()
     try:
         leader = await c.leader()
         async with aiohttp.ClientSession() as s:
             lurl = c.urls[leader.node_id]
-            st, body = await call(
-                s, "POST", lurl + "/v1/brokers/register", register_body(10, c.cluster_id)
-            )
-            assert st == 200, body
-            epoch = body["broker_epoch"]
+            epoch = (await register(s, lurl, 10, c.cluster_id))["broker_epoch"]
             st, body = await call(
                 s,
                 "POST",
@@ -177,29 +199,18 @@ async def test_standbys_replay_and_followers_redirect(tmp_path, monkeypatch):
         assert all(v == ["big", "t"] for v in topic_views.values()), topic_views
         assert images[1] == images[2] == images[3]
     finally:
-        for i in (1, 2, 3):
-            await c.stop(i)
+        await c.stop_all()
 
 
 async def test_snapshots_trim_and_restart_loads_them(tmp_path):
-    c = Cluster(
-        tmp_path,
-        [
-            "metadata.log.max.record.bytes.between.snapshots=2000",
-            "metadata.max.retention.bytes=0",
-            "metadata.log.segment.bytes=4096",
-        ],
-    )
-    await asyncio.gather(*(c.start(i) for i in (1, 2, 3)))
+    c = Cluster(tmp_path, snapshotting(2000))
+    await c.start_all()
     try:
         leader = await c.leader()
         async with aiohttp.ClientSession() as s:
             lurl = c.urls[leader.node_id]
             for b in range(10, 20):
-                st, body = await call(
-                    s, "POST", lurl + "/v1/brokers/register", register_body(b, c.cluster_id)
-                )
-                assert st == 200, body
+                await register(s, lurl, b, c.cluster_id)
 
         async def snapshotted() -> bool:
             return all(n.snapshots_written > 0 and n.log.start_offset > 0 for n in c.nodes.values())
@@ -222,20 +233,12 @@ async def test_snapshots_trim_and_restart_loads_them(tmp_path):
         after = node.controller.image.to_dict()
         assert sorted(b["broker_id"] for b in after["brokers"]) == list(range(10, 20))
     finally:
-        for i in (1, 2, 3):
-            await c.stop(i)
+        await c.stop_all()
 
 
 async def test_follower_behind_log_start_installs_leaders_snapshot(tmp_path):
-    c = Cluster(
-        tmp_path,
-        [
-            "metadata.log.max.record.bytes.between.snapshots=1500",
-            "metadata.max.retention.bytes=0",
-            "metadata.log.segment.bytes=4096",
-        ],
-    )
-    await asyncio.gather(*(c.start(i) for i in (1, 2, 3)))
+    c = Cluster(tmp_path, snapshotting(1500))
+    await c.start_all()
     try:
         leader = await c.leader()
         lagger = next(i for i in (1, 2, 3) if i != leader.node_id)
@@ -247,10 +250,7 @@ async def test_follower_behind_log_start_installs_leaders_snapshot(tmp_path):
             deadline = time.monotonic() + 15
             while leader.log.start_offset <= lagger_end:
                 assert time.monotonic() < deadline, "the leader never trimmed its log"
-                st, body = await call(
-                    s, "POST", lurl + "/v1/brokers/register", register_body(b, c.cluster_id)
-                )
-                assert st == 200, body
+                await register(s, lurl, b, c.cluster_id)
                 b += 1
         node = await c.start(lagger)
         deadline = time.monotonic() + 10
@@ -269,5 +269,4 @@ async def test_follower_behind_log_start_installs_leaders_snapshot(tmp_path):
             assert time.monotonic() < deadline
             await asyncio.sleep(0.02)
     finally:
-        for i in (1, 2, 3):
-            await c.stop(i)
+        await c.stop_all()
