@@ -575,9 +575,16 @@ class RaftClient:
         assert core is not None
         try:
             await self._handle_ready()
+            wake = self._wake
             while True:
-                await self._wake.wait()
-                self._wake.clear()
+                if wake.is_set():
+                    # Work is already waiting (e.g. the rest of a long committed log
+                    # to hand over): let the loop run first, or back-to-back cycles
+                    # would hold it (Event.wait() on a set event does not yield).
+                    await asyncio.sleep(0)
+                else:
+                    await wake.wait()
+                wake.clear()
                 await self._cycle()
         except asyncio.CancelledError:
             raise

@@ -261,3 +261,37 @@ async def test_an_inbound_request_the_core_never_answers_times_out(tmp_path):
     finally:
         await client.shutdown(0.5)
         log.close()
+
+
+async def test_handing_over_a_long_committed_log_lets_the_event_loop_run(tmp_path, monkeypatch):
+    # Delivery is chunked so that catching up does not stall the loop: other tasks
+    # (the HTTP API, fetch answers) run between the chunks.
+    q = Quorum(tmp_path, n=1)
+    await q.start()
+    node = q.nodes[1]
+    try:
+        c = (await q.wait_leader()).client
+        for _ in range(20):
+            await asyncio.wait_for(c.wait_committed(c.append_records([NoOpRecord()])), 3)
+    finally:
+        await q.stop()
+    monkeypatch.setattr("kraft.raft.client.DELIVERY_CHUNK_BYTES", 1)  # one batch a cycle
+    passes = 0
+
+    async def ticker() -> None:
+        nonlocal passes
+        while True:
+            passes += 1
+            await asyncio.sleep(0)
+
+    seen: list[int] = []
+    tick = asyncio.create_task(ticker())
+    try:
+        await node.start()
+        inner = node.listener.handle_commit
+        node.client.listener.handle_commit = lambda batch: (seen.append(passes), inner(batch))
+        await q.wait(lambda: len(seen) >= 20, what="the log handed over again")
+        assert all(a < b for a, b in zip(seen, seen[1:], strict=False)), seen
+    finally:
+        tick.cancel()
+        await q.stop()
