@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 
 import msgpack
 import pytest
@@ -103,15 +104,12 @@ def _decode(data: bytes, ctype: str) -> object:
     return json.loads(data)
 
 
-@pytest.mark.parametrize("name", [e.name for e in ENDPOINTS])
-def test_fuzz_endpoint(server: FuzzServer, name: str) -> None:
-    ep = BY_NAME[name]
-    sent = [0]
-    statuses: Counter[int] = Counter()
-    last = [server.state()]  # only requests move the state: the last "after" is the next "before"
+def run_batches(examples: int, one: Callable[[int, int], None]) -> None:
+    """At least `examples` requests: hypothesis examples of BATCH (kind, seed) pairs,
+    each sent by `one(kind, seed)`. Derandomized unless FUZZ_RANDOM."""
 
     @settings(
-        max_examples=-(-EXAMPLES // BATCH),
+        max_examples=-(-examples // BATCH),
         deadline=None,
         database=None,
         derandomize=not RANDOM,
@@ -123,6 +121,16 @@ def test_fuzz_endpoint(server: FuzzServer, name: str) -> None:
         for i, (kind, seed) in enumerate(keys):
             # the position keeps repeated small seeds of one batch apart
             one(kind, seed * BATCH + i)
+
+    batch()
+
+
+@pytest.mark.parametrize("name", [e.name for e in ENDPOINTS])
+def test_fuzz_endpoint(server: FuzzServer, name: str) -> None:
+    ep = BY_NAME[name]
+    sent = [0]
+    statuses: Counter[int] = Counter()
+    last = [server.state()]  # only requests move the state: the last "after" is the next "before"
 
     def one(kind: int, seed: int) -> None:
         method, path, body, headers = build_request(ep, server.pool, kind, seed)
@@ -150,7 +158,7 @@ def test_fuzz_endpoint(server: FuzzServer, name: str) -> None:
                 f"rejected ({status}) but the state moved: {before} -> {after} for {what}"
             )
 
-    batch()
+    run_batches(EXAMPLES, one)
     print(f"{name}: {sent[0]} requests, statuses {dict(sorted(statuses.items()))}")
     assert sent[0] >= EXAMPLES, f"only {sent[0]} requests to {name}"
     # the fuzzer went past the parsers: some requests reached the controller's logic
@@ -237,41 +245,29 @@ def test_fuzz_credentials(secure_server: FuzzServer, name: str) -> None:
             return f"Bearer {rng.choice(['admin', 'broker-9', 'nobody'])}:guess", False
         return rng.choice(["Bearer", "Basic !!", "Bearer :", "Negotiate x", "Bearer a:b:c"]), False
 
-    @settings(
-        max_examples=-(-AUTH_EXAMPLES // BATCH),
-        deadline=None,
-        database=None,
-        derandomize=not RANDOM,
-        suppress_health_check=list(HealthCheck),
-        phases=[Phase.generate],  # no shrinking: each example is a batch of real requests
-    )
-    @given(st.lists(request_keys, min_size=BATCH, max_size=BATCH))
-    def batch(keys: list[tuple[int, int]]) -> None:
-        for i, (kind, seed) in enumerate(keys):
-            rng = random.Random(seed * BATCH + i)
-            method, path, body, headers = build_request(ep, srv.pool, kind, seed * BATCH + i)
-            header, valid = auth_header(rng)
-            if header is not None:
-                headers["Authorization"] = header
-            before = last[0]
-            status, data, ctype = srv.request(method, path, body, headers)
-            sent[0] += 1
-            statuses[status] += 1
-            what = f"{method} {path} auth={header!r} valid={valid}"
-            assert status < 500 or _expected_5xx(status, data, ctype), (
-                f"{status} {data[:200]!r} {what}"
-            )
-            open_route = path.split("?")[0] in ("/healthz", "/v1/openapi.json")
-            if not valid and not open_route and status not in (404, 405):
-                assert status == 401, f"{status} {data[:200]!r} {what}"
-            after = last[0] = srv.state()
-            if name in QUORUM_RPCS and (after[2] != before[2] or not after[3]):
-                srv.settle()
-                last[0] = srv.state()
-                continue
-            if status >= 400:
-                assert after == before, f"refused ({status}) but the state moved: {what}"
+    def one(kind: int, seed: int) -> None:
+        rng = random.Random(seed)
+        method, path, body, headers = build_request(ep, srv.pool, kind, seed)
+        header, valid = auth_header(rng)
+        if header is not None:
+            headers["Authorization"] = header
+        before = last[0]
+        status, data, ctype = srv.request(method, path, body, headers)
+        sent[0] += 1
+        statuses[status] += 1
+        what = f"{method} {path} auth={header!r} valid={valid}"
+        assert status < 500 or _expected_5xx(status, data, ctype), f"{status} {data[:200]!r} {what}"
+        open_route = path.split("?")[0] in ("/healthz", "/v1/openapi.json")
+        if not valid and not open_route and status not in (404, 405):
+            assert status == 401, f"{status} {data[:200]!r} {what}"
+        after = last[0] = srv.state()
+        if name in QUORUM_RPCS and (after[2] != before[2] or not after[3]):
+            srv.settle()
+            last[0] = srv.state()
+            return
+        if status >= 400:
+            assert after == before, f"refused ({status}) but the state moved: {what}"
 
-    batch()
+    run_batches(AUTH_EXAMPLES, one)
     print(f"{name} (authorizer on): {sent[0]} requests, statuses {dict(sorted(statuses.items()))}")
     assert sent[0] >= AUTH_EXAMPLES
