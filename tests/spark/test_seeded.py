@@ -55,6 +55,25 @@ def stories(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     return out
 
 
+def _offline_at(offline_rows: list[Any], off: int) -> set[tuple[str, int]]:
+    """(topic id, partition id) of the offline_partitions intervals covering `off`."""
+    return {
+        (r["topic_id"], r["partition_id"])
+        for r in offline_rows
+        if r["start_offset"] <= off and (r["end_offset"] is None or r["end_offset"] > off)
+    }
+
+
+def _leaderless(image: Any) -> set[tuple[str, int]]:
+    """(topic id, partition id) of the image's partitions without a leader."""
+    return {
+        (tid, pid)
+        for tid, t in image.topics.items()
+        for pid, p in t.partitions.items()
+        if p.leader < 0
+    }
+
+
 @pytest.mark.parametrize("name", list(STORIES))
 def test_state_every_1000th_offset_equals_replay(
     spark: Any, stories: dict[str, Any], name: str
@@ -81,18 +100,9 @@ def test_state_every_1000th_offset_equals_replay(
         assert got == H.image_state(image), f"{name} at offset {off}"
         # the driver-side lookup over the collected intervals agrees
         assert H.state_from_intervals(s["brokers"], s["partitions"], off) == got
-        offline = {
-            (r["topic_id"], r["partition_id"])
-            for r in s["offline"]
-            if r["start_offset"] <= off and (r["end_offset"] is None or r["end_offset"] > off)
-        }
-        leaderless = {
-            (tid, pid)
-            for tid, t in image.topics.items()
-            for pid, p in t.partitions.items()
-            if p.leader < 0
-        }
-        assert offline == leaderless, f"{name} offline partitions at offset {off}"
+        assert _offline_at(s["offline"], off) == _leaderless(image), (
+            f"{name} offline partitions at offset {off}"
+        )
 
 
 def _images(data: Path, first: int, every: int):  # noqa: ANN202
@@ -117,18 +127,8 @@ def test_offline_partitions_every_100th_offset(stories: dict[str, Any], name: st
     s = stories[name]
     seen_offline = 0
     for off, image in _images(s["dir"], s["tables"].info.first_offset, 100):
-        offline = {
-            (r["topic_id"], r["partition_id"])
-            for r in s["offline"]
-            if r["start_offset"] <= off and (r["end_offset"] is None or r["end_offset"] > off)
-        }
-        leaderless = {
-            (tid, pid)
-            for tid, t in image.topics.items()
-            for pid, p in t.partitions.items()
-            if p.leader < 0
-        }
-        assert offline == leaderless, f"{name} at offset {off}"
+        offline = _offline_at(s["offline"], off)
+        assert offline == _leaderless(image), f"{name} at offset {off}"
         seen_offline += len(offline)
     assert seen_offline > 0  # the story does take partitions offline
 
