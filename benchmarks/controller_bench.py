@@ -47,6 +47,7 @@ from kraft.cluster import free_ports  # noqa: E402
 
 MSGPACK = "application/msgpack"
 FENCES_TOTAL = "kafka_controller_controllerstats_brokerfences_total"
+FENCED_COUNT = "kafka_controller_kafkacontroller_fencedbrokercount"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -382,9 +383,7 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         # Warm-up: every broker unfenced.
         deadline = time.monotonic() + 60 + 2 * opts.interval_ms / 1000
         while time.monotonic() < deadline:
-            fenced = await metric(
-                control, url, "kafka_controller_kafkacontroller_fencedbrokercount"
-            )
+            fenced = await metric(control, url, FENCED_COUNT)
             if fenced == 0:
                 break
             await asyncio.sleep(0.5)
@@ -405,7 +404,7 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         commit1 = await commit_latency(control, url)
         gc1 = await histogram(control, url, GC_PAUSE)
         window = [lat for t, lat in brokers.lat if t >= t_start]
-        fenced = await metric(control, url, "kafka_controller_kafkacontroller_fencedbrokercount")
+        fenced = await metric(control, url, FENCED_COUNT)
         fences = await metric(control, url, FENCES_TOTAL) - fences0
         out["heartbeats"] = {
             "brokers": n,
@@ -450,23 +449,10 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         detect: list[float] = []
         decide_to_commit: list[float] = []
         for bid in ids[:3]:
-            before = await metric(
-                control, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
+            seen, rose = await silence_until_fenced(
+                control, standby, brokers, bid, session_ms / 1000 + 30
             )
-            brokers.silent.add(bid)
-            await asyncio.sleep(0.01)
-            # Bounded: under overload other brokers' fences and unfences move the count too.
-            give_up = time.perf_counter() + session_ms / 1000 + 30
-            seen = None
-            while time.perf_counter() < give_up:
-                now = await metric(
-                    control, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
-                )
-                if now > before:
-                    seen = time.perf_counter()
-                    break
-                await asyncio.sleep(0.005)
-            if seen is not None:
+            if rose:
                 detect.append(seen - (brokers.last_ok[bid] + session_ms / 1000))
             got = await fence_commit_of(control, url, bid)
             if got is not None:
@@ -500,22 +486,10 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     raise RuntimeError(f"creating the big topic failed: {st} {body}")
             create_s = time.perf_counter() - t
             await asyncio.sleep(1.0)
-            before = await metric(
-                control, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
-            )
             fc0 = await fence_commits(control, url)
-            brokers.silent.add(victim)
-            await asyncio.sleep(0.01)
-            give_up = time.perf_counter() + session_ms / 1000 + 60
-            seen = give_up
-            while time.perf_counter() < give_up:
-                now = await metric(
-                    control, standby, "kafka_controller_kafkacontroller_fencedbrokercount"
-                )
-                if now > before:
-                    seen = time.perf_counter()
-                    break
-                await asyncio.sleep(0.005)
+            seen, _ = await silence_until_fenced(
+                control, standby, brokers, victim, session_ms / 1000 + 60
+            )
             expiry = brokers.last_ok[victim] + session_ms / 1000
             during = [lat for t0, lat in brokers.lat if expiry - 0.5 <= t0 <= seen + 0.5]
             decided = await fence_commit_of(control, url, victim)
@@ -544,7 +518,7 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         leader1 = await metric(control, standby, "kafka_server_raft_metrics_current_leader")
         out["fence_100k_partitions"]["leader_changed"] = leader0 != leader1
         await stop_tasks(tasks)
-        fenced = await metric(control, url, "kafka_controller_kafkacontroller_fencedbrokercount")
+        fenced = await metric(control, url, FENCED_COUNT)
         out["heartbeats"]["fenced_at_end"] = int(fenced)
         out["heartbeats"]["deliberately_fenced"] = 4
     finally:
@@ -560,6 +534,26 @@ COMMIT_LATENCY = "kafka_server_raft_metrics_commit_latency_ms"
 
 
 GC_PAUSE = "kraft_python_gc_full_collection_ms"
+
+
+async def silence_until_fenced(
+    control: Any, standby: str, brokers: Brokers, bid: int, wait_s: float
+) -> tuple[float, bool]:
+    """Silence broker `bid`, then poll the standby's fenced-broker count until it rises.
+
+    (when it rose, True); or (the deadline, False) when it did not within `wait_s`
+    seconds: bounded, since under overload other brokers' fences and unfences move
+    the count too.
+    """
+    before = await metric(control, standby, FENCED_COUNT)
+    brokers.silent.add(bid)
+    await asyncio.sleep(0.01)
+    give_up = time.perf_counter() + wait_s
+    while time.perf_counter() < give_up:
+        if await metric(control, standby, FENCED_COUNT) > before:
+            return time.perf_counter(), True
+        await asyncio.sleep(0.005)
+    return give_up, False
 
 
 async def histogram(session: Any, url: str, name: str) -> tuple[float, float]:
