@@ -5,6 +5,8 @@ Modules:
 - `decode`: one segment or snapshot file -> Arrow record batches (pure, no Spark);
 - `datasource`: the ``kraft_metadata_log`` Spark 4 Python Data Source, one input
   partition per file, pruning by offset;
+- `tables`: each output table's columns and the record-type groups (no Spark: the
+  one-process baseline of benchmarks/replay_bench.py uses them too);
 - `history`: the tables as DataFrame transforms (windows per broker / partition);
 - `report`: summary.json and report.html with matplotlib plots;
 - `session`: an offline SparkSession configuration;
