@@ -276,6 +276,7 @@ async def test_handing_over_a_long_committed_log_lets_the_event_loop_run(tmp_pat
     finally:
         await q.stop()
     monkeypatch.setattr("kraft.raft.client.DELIVERY_CHUNK_BYTES", 1)  # one batch a cycle
+    monkeypatch.setattr("kraft.raft.client.DRIVER_YIELD_AFTER_S", 0.0)  # yield every time
     passes = 0
 
     async def ticker() -> None:
