@@ -187,8 +187,6 @@ class FileLog:
         self._dir_dirty = False
         self._failed: str | None = None
         self._closed = False
-        # (offset, segment, position) where the last read stopped: sequential
-        # reads resume there without bisecting or scanning.
         # Where recent reads ended: next offset -> (segment, position). Several
         # readers follow the log at once (each follower's fetches, the leader's own
         # delivery), so one hint per reader keeps a sequential read at one pread.
