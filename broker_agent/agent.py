@@ -183,6 +183,7 @@ class BrokerAgent:
         clock: Callable[[], int] = mono_ms,
         on_state_change: Callable[[int, BrokerState, BrokerState, str], None] | None = None,
         security: ClientSecurity = NONE,
+        heartbeat_session: aiohttp.ClientSession | None = None,
     ) -> None:
         self.broker_id = broker_id
         # TLS and this broker's own credential (issue 8): the controllers bind it to broker_id.
@@ -192,6 +193,10 @@ class BrokerAgent:
         if not self.controllers:
             raise ValueError("at least one controller URL is needed")
         self.session = session
+        # Heartbeats on connections of their own (Kafka's broker has a heartbeat
+        # channel of its own): the controller answers such a connection in its lean
+        # front (kraft/server/heartbeat_front.py) instead of aiohttp's machinery.
+        self.heartbeat_session = heartbeat_session or session
         self.metadata = metadata
         self.settings = settings or AgentSettings()
         self.clock = clock
@@ -285,10 +290,11 @@ class BrokerAgent:
         lc = self.lifecycle
         assert lc is not None
         url = self.controllers[send.controller] + PATHS[send.kind]
+        session = self.heartbeat_session if send.kind == "heartbeat" else self.session
         started = time.perf_counter()
         try:
             status, body = await post_msgpack(
-                self.session, url, send.body, send.timeout_ms, self._headers, self._ssl
+                session, url, send.body, send.timeout_ms, self._headers, self._ssl
             )
         except (TimeoutError, aiohttp.ClientError, OSError):
             self.errors += 1

@@ -111,7 +111,10 @@ def build_fleet_parser() -> argparse.ArgumentParser:
         help=f"spread the agents' starts over this long (default: {RAMP_MS_PER_AGENT} ms per agent)",
     )
     parser.add_argument(
-        "--max-connections", type=_int, default=100, help="size of the shared connection pool"
+        "--max-connections",
+        type=_int,
+        default=100,
+        help="connections to the controllers, all agents together (half of them carry only heartbeats)",
     )
     parser.add_argument(
         "--no-simulate-lag",

@@ -58,7 +58,7 @@ class FleetSpec:
     seed: int = 0
     status_interval_s: float = 5.0
     ramp_ms: int | None = None  # spread agent starts over this long (None: RAMP_MS_PER_AGENT each)
-    max_connections: int = 100  # below the controllers' listen backlog (aiohttp's 128)
+    max_connections: int = 100  # below the controllers' listen backlog; half for heartbeats
     status_port: int | None = None
     status_host: str = "127.0.0.1"
     # broker id -> its TLS context and credential (issue 8; empty: plaintext, no credential)
@@ -162,11 +162,20 @@ class Fleet:
 
     async def run(self) -> int:
         spec = self.spec
-        connector = aiohttp.TCPConnector(limit=spec.max_connections, limit_per_host=0)
+        # Heartbeats get half of max_connections as a pool of their own (the
+        # controllers answer heartbeat-only connections in a lean front).
+        heartbeat_limit = max(1, spec.max_connections // 2)
+        connector = aiohttp.TCPConnector(
+            limit=max(1, spec.max_connections - heartbeat_limit), limit_per_host=0
+        )
+        heartbeat_connector = aiohttp.TCPConnector(limit=heartbeat_limit, limit_per_host=0)
         tasks: list[asyncio.Task[Any]] = []
         runner: web.AppRunner | None = None
         clock_kw: dict[str, Any] = {} if self.clock is None else {"clock": self.clock}
-        async with aiohttp.ClientSession(connector=connector) as session:
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            aiohttp.ClientSession(connector=heartbeat_connector) as heartbeat_session,
+        ):
             self._session = session
             self.follower = MetadataFollower(
                 spec.first_id,
@@ -192,6 +201,7 @@ class Fleet:
                     stats=self.stats,
                     isr_rng=random.Random(f"isr:{spec.seed}:{bid}"),
                     security=spec.security.get(bid, NONE),
+                    heartbeat_session=heartbeat_session,
                     **clock_kw,
                 )
                 agent.rng = random.Random(f"lifecycle:{spec.seed}:{bid}:{agent.incarnation_id}")

@@ -244,6 +244,13 @@ KEYS: dict[str, ConfigKey] = {
             at_least(1),
         ),
         ConfigKey(
+            "controller.heartbeat.front.enable",
+            "bool",
+            True,
+            "answer broker heartbeats in a lean HTTP/1.1 front ahead of aiohttp (off with "
+            "the authorizer; kraft/server/heartbeat_front.py)",
+        ),
+        ConfigKey(
             "connections.max.idle.ms",
             "int",
             60_000,
@@ -438,6 +445,7 @@ CONTROLLER_KEYS = (
     "authentication.credentials.file",
     "ssl.client.auth",
     "max.connections",
+    "controller.heartbeat.front.enable",
     "connections.max.idle.ms",
     "max.partitions.per.topic",
     "max.topics",

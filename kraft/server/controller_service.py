@@ -236,7 +236,14 @@ class ControllerService:
 
     # ---------------------------------------------------------------- API
 
-    async def write(self, name: str, generate: Generate, *, priority: bool = False) -> Any:
+    def submit(
+        self, name: str, generate: Generate, *, priority: bool = False
+    ) -> asyncio.Future[Any]:
+        """Queue a command; its future gets the reply once the records are committed.
+
+        Raises ApiError at once (NOT_CONTROLLER, a full queue). The future is often
+        already done: a heartbeat that changes nothing is answered without waiting.
+        The caller bounds its wait (`write` does; the heartbeat fast path has a timer)."""
         if not self.controller.active:
             raise self._not_controller()
         lane = self._priority if priority else self._normal
@@ -259,14 +266,27 @@ class ControllerService:
         else:
             lane.append(ev)
             self._wakeup.set()
+        return fut
+
+    def timed_out(self, name: str) -> ApiError:
+        """The error of a command whose reply did not come within the request timeout."""
+        return ApiError(
+            "REQUEST_TIMED_OUT", f"{name} did not commit within {self.request_timeout_ms} ms"
+        )
+
+    @property
+    def reply_timeout_s(self) -> float:
+        """How long a caller waits for a submitted command's reply: its deadline + 1 s."""
+        return self.request_timeout_ms / 1000 + 1
+
+    async def write(self, name: str, generate: Generate, *, priority: bool = False) -> Any:
+        fut = self.submit(name, generate, priority=priority)
         if fut.done():
             return fut.result()  # nothing pending before it, or an error
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), self.request_timeout_ms / 1000 + 1)
+            return await asyncio.wait_for(asyncio.shield(fut), self.reply_timeout_s)
         except TimeoutError:
-            raise ApiError(
-                "REQUEST_TIMED_OUT", f"{name} did not commit within {self.request_timeout_ms} ms"
-            ) from None
+            raise self.timed_out(name) from None
 
     async def barrier(self) -> None:
         """Wait until every record appended so far is committed."""

@@ -19,24 +19,24 @@ MSGPACK = "application/msgpack"
 JSON = "application/json"
 
 
-def _wants_msgpack(request: web.Request) -> bool:
-    accept = request.headers.get("Accept", "")
+def wants_msgpack(accept: str, content_type: str) -> bool:
+    """Reply in msgpack? The Accept header decides, else the request's content type."""
     if MSGPACK in accept or "application/x-msgpack" in accept:
         return True
     if JSON in accept:
         return False
-    return request.content_type in (MSGPACK, "application/x-msgpack")
+    return content_type in (MSGPACK, "application/x-msgpack")
 
 
-async def read_body(request: web.Request) -> Any:
-    """The decoded body, or ApiError naming what is wrong with it."""
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise too_large(request) from None
+def _wants_msgpack(request: web.Request) -> bool:
+    return wants_msgpack(request.headers.get("Accept", ""), request.content_type)
+
+
+def decode_body(raw: bytes, content_type: str) -> Any:
+    """A request body by its content type (msgpack, else JSON), or INVALID_REQUEST."""
     if not raw:
         return {}
-    if request.content_type in (MSGPACK, "application/x-msgpack"):
+    if content_type in (MSGPACK, "application/x-msgpack"):
         try:
             return msgpack.unpackb(raw, raw=False, strict_map_key=False)
         except Exception as e:  # msgpack raises several types for garbage
@@ -45,6 +45,19 @@ async def read_body(request: web.Request) -> Any:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ApiError("INVALID_REQUEST", f"body is not valid JSON: {e}") from None
+
+
+def encode_reply(body: Any, as_msgpack: bool) -> bytes:
+    return msgpack.packb(body, use_bin_type=True) if as_msgpack else json.dumps(body).encode()
+
+
+async def read_body(request: web.Request) -> Any:
+    """The decoded body, or ApiError naming what is wrong with it."""
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise too_large(request) from None
+    return decode_body(raw, request.content_type)
 
 
 def too_large(request: web.Request) -> ApiError:
@@ -60,9 +73,7 @@ def too_large(request: web.Request) -> ApiError:
 
 def reply(request: web.Request, body: Any, status: int = 200) -> web.Response:
     if _wants_msgpack(request):
-        return web.Response(
-            body=msgpack.packb(body, use_bin_type=True), status=status, content_type=MSGPACK
-        )
+        return web.Response(body=encode_reply(body, True), status=status, content_type=MSGPACK)
     return web.Response(text=json.dumps(body), status=status, content_type=JSON)
 
 

@@ -18,9 +18,12 @@ import json
 import logging
 import ssl
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+if TYPE_CHECKING:
+    from kraft.server.heartbeat_front import HeartbeatFronts
 
 log = logging.getLogger("kraft.server.limits")
 
@@ -35,7 +38,14 @@ class _Refused(asyncio.Protocol):
 class GuardedSite(web.BaseSite):
     """TCPSite with a connection limit and a bounded TLS handshake."""
 
-    __slots__ = ("_host", "_port", "_max_connections", "_handshake_timeout_s", "_last_refusal_log")
+    __slots__ = (
+        "_host",
+        "_port",
+        "_max_connections",
+        "_handshake_timeout_s",
+        "_last_refusal_log",
+        "_fronts",
+    )
 
     def __init__(
         self,
@@ -47,8 +57,12 @@ class GuardedSite(web.BaseSite):
         max_connections: int = 1000,
         handshake_timeout_s: float = 10.0,
         backlog: int = 128,
+        fronts: HeartbeatFronts | None = None,
     ) -> None:
+        """`fronts`, if given (kraft.server.heartbeat_front.HeartbeatFronts), makes
+        each new connection's protocol; it hands non-heartbeat connections to aiohttp."""
         super().__init__(runner, ssl_context=ssl_context, backlog=backlog)
+        self._fronts = fronts
         self._host = host
         self._port = port
         self._max_connections = max_connections
@@ -63,7 +77,9 @@ class GuardedSite(web.BaseSite):
     def _factory(self) -> asyncio.BaseProtocol:
         server = self._runner.server
         assert server is not None
-        if len(server.connections) >= self._max_connections:
+        fronts = self._fronts
+        open_fronts = len(fronts.open) if fronts is not None else 0
+        if len(server.connections) + open_fronts >= self._max_connections:
             now = time.monotonic()
             if now - self._last_refusal_log >= 1.0:
                 self._last_refusal_log = now
@@ -73,7 +89,7 @@ class GuardedSite(web.BaseSite):
                     extra={"event": "connection_refused", "max_connections": self._max_connections},
                 )
             return _Refused()
-        return server()
+        return fronts() if fronts is not None else server()
 
     async def start(self) -> None:
         await super().start()
@@ -90,6 +106,11 @@ class GuardedSite(web.BaseSite):
             reuse_address=True,
             **kwargs,
         )
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self._fronts is not None:
+            self._fronts.close_all()
 
 
 def body_middleware(read_timeout_s: float) -> Any:

@@ -49,6 +49,7 @@ from aiohttp import web
 
 from kraft.config import Config, ConfigError, parse_properties
 from kraft.controller.batching import EncodedBatch
+from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerConfig, ControllerResult, QuorumController
 from kraft.controller.requests import RegisterBrokerRequest
 from kraft.controller.topic_policy import TopicLimits
@@ -62,6 +63,7 @@ from kraft.raft.state import LeaderAndEpoch
 from kraft.raft.transport import HttpTransport
 from kraft.server.controller_service import REPLAY_CHUNK, ControllerService
 from kraft.server.controller_service import NotLeaderError as ServiceNotLeaderError
+from kraft.server.heartbeat_front import HeartbeatFronts
 from kraft.server.http_codec import error_middleware
 from kraft.server.limits import GuardedSite, body_middleware
 from kraft.server.metrics import ControllerMetrics, image_gauges
@@ -356,6 +358,16 @@ class _RoutesService:
     async def write(self, name: str, generate: Any, *, priority: bool = False) -> Any:
         return await self._service.write(name, generate, priority=priority)
 
+    def submit(self, name: str, generate: Any, *, priority: bool = False) -> Any:
+        return self._service.submit(name, generate, priority=priority)
+
+    def timed_out(self, name: str) -> ApiError:
+        return self._service.timed_out(name)
+
+    @property
+    def reply_timeout_s(self) -> float:
+        return self._service.reply_timeout_s
+
     async def read_image(self, standby: bool = False) -> MetadataImage:
         return await self._service.read_image(standby)
 
@@ -495,6 +507,7 @@ class ControllerNode:
         self._snapshot_voters: VotersRecord | None = None
         self.snapshots_written = 0
         self._runner: web.AppRunner | None = None
+        self.heartbeat_fronts: HeartbeatFronts | None = None
         self._stopped = asyncio.Event()
 
     # ----------------------------------------------------------------- lifecycle
@@ -533,6 +546,18 @@ class ControllerNode:
         )
         await self._runner.setup()
         host, port = self.listen
+        fronts = None
+        if self.security.authorizer is None and self.settings.get(
+            "controller.heartbeat.front.enable", True
+        ):
+            assert self._runner.server is not None
+            fronts = HeartbeatFronts(
+                _RoutesService(self),
+                self._runner.server,
+                max_body_bytes=self.settings.get("max.request.bytes", 10 * 1024 * 1024),
+                idle_timeout_s=idle_s,
+            )
+        self.heartbeat_fronts = fronts
         site = GuardedSite(
             self._runner,
             host,
@@ -540,6 +565,7 @@ class ControllerNode:
             ssl_context=self.security.ssl_context,
             max_connections=self.settings.get("max.connections", 1000),
             handshake_timeout_s=idle_s,
+            fronts=fronts,
         )
         try:
             await site.start()

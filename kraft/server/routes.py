@@ -60,11 +60,28 @@ class ControllerService(Protocol):
         """The committed image (on the active controller unless standby is allowed)."""
         ...
 
+    def submit(self, name: str, generate: Generate, *, priority: bool = False) -> Any:
+        """Queue a command; a future of its reply (raises ApiError at once if refused)."""
+        ...
+
+    def timed_out(self, name: str) -> ApiError: ...
+
+    @property
+    def reply_timeout_s(self) -> float: ...
+
     def note_heartbeat_contact(self, broker_id: int, broker_epoch: int) -> None: ...
 
     def quorum_view(self) -> dict[str, Any]: ...
 
     def metrics_text(self) -> tuple[bytes, str]: ...
+
+
+HEARTBEAT = "broker-heartbeat"
+
+
+def heartbeat_command(req: BrokerHeartbeatRequest) -> Generate:
+    """The heartbeat's command (the aiohttp route and kraft.server.heartbeat_front)."""
+    return lambda c, now, off: c.heartbeat(req, now)
 
 
 def build_routes(
@@ -87,9 +104,7 @@ def build_routes(
         authorize_broker(request, req.broker_id)
         # Contact counts as it arrives, even if the queued command misses its deadline.
         service.note_heartbeat_contact(req.broker_id, req.broker_epoch)
-        result = await service.write(
-            "broker-heartbeat", lambda c, now, off: c.heartbeat(req, now), priority=True
-        )
+        result = await service.write(HEARTBEAT, heartbeat_command(req), priority=True)
         return reply(request, result)
 
     async def unregister(request: web.Request) -> web.Response:

@@ -270,3 +270,50 @@ async def test_follower_behind_log_start_installs_leaders_snapshot(tmp_path):
             await asyncio.sleep(0.02)
     finally:
         await c.stop_all()
+
+
+async def _raw_heartbeat(url: str, body: dict) -> tuple[int, dict]:
+    """A heartbeat on a connection of its own, as a broker's heartbeat channel sends it."""
+    import msgpack
+
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        payload = msgpack.packb(body)
+        writer.write(
+            b"POST /v1/brokers/heartbeat HTTP/1.1\r\nHost: x\r\nContent-Type: application/msgpack"
+            b"\r\nAccept: application/msgpack\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(payload), payload)
+        )
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        return int(head.split()[1]), msgpack.unpackb(await reader.readexactly(length))
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("front", [True, False])
+async def test_heartbeats_on_their_own_connection_go_through_the_front(tmp_path, front):
+    extra = [] if front else ["controller.heartbeat.front.enable=false"]
+    c = Cluster(tmp_path, extra)
+    await c.start_all()
+    try:
+        leader = await c.leader()
+        lurl = c.urls[leader.node_id]
+        async with aiohttp.ClientSession() as s:
+            reg = await register(s, lurl, 7, c.cluster_id)
+        hb = {"broker_id": 7, "broker_epoch": reg["broker_epoch"], "current_metadata_offset": 0}
+        status, body = await _raw_heartbeat(lurl, hb)
+        assert status == 200 and body["is_fenced"] is True, body
+        status, body = await _raw_heartbeat(lurl, {**hb, "broker_epoch": 1})
+        assert (status, body["error_code"]) == (409, "STALE_BROKER_EPOCH"), body
+        other = next(u for i, u in c.urls.items() if i != leader.node_id)
+        status, body = await _raw_heartbeat(other, hb)
+        assert body["error_code"] == "NOT_CONTROLLER" and body["leader_id"] == leader.node_id
+        fronts = leader.heartbeat_fronts
+        if front:
+            assert fronts is not None and fronts.answered == 2
+        else:
+            assert fronts is None
+    finally:
+        await c.stop_all()
