@@ -4,7 +4,9 @@ Real processes (3 `kraft controller` on loopback, fsync on) and one load process
 playing the brokers over HTTP (msgpack bodies, keep-alive):
 
 - heartbeats: N brokers (default 10,000) registered, each heartbeating every
-  interval (default 2 s, spread evenly), for `--duration` seconds (default 300):
+  interval (default 2 s, spread evenly), for `--duration` seconds (default 300),
+  on keep-alive connections that carry only heartbeats, as a broker agent's
+  heartbeat pool does (the controller answers them in its heartbeat front):
   the rate the active controller sustains, latency p50/p99/max, and spurious
   fences (brokers fenced although they kept heartbeating; goal 0);
 - fence detection -> commit: a broker stops heartbeating; the time from its

@@ -76,6 +76,18 @@ GAUGES: dict[str, tuple[str, str]] = {
         "that fence's record count (its partition changes and the FenceBrokerRecord)",
         "last_fence_records",
     ),
+    "kraft_server_heartbeat_front_heartbeats": (
+        "heartbeats answered by the lean heartbeat front since start (the rest go through aiohttp)",
+        "front_heartbeats",
+    ),
+    "kraft_server_heartbeat_front_connections": (
+        "open connections served by the heartbeat front",
+        "front_connections",
+    ),
+    "kraft_server_heartbeat_front_handed_over": (
+        "connections the heartbeat front handed to aiohttp since start (a request other than a heartbeat)",
+        "front_handed_over",
+    ),
     "kafka_server_raft_metrics_current_state": (
         "Raft state: 0 unattached, 1 follower, 2 candidate, 3 leader, 4 resigned, 5 prospective, 6 observer",
         "raft_state",

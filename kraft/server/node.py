@@ -797,6 +797,11 @@ class ControllerNode:
         out["last_fenced_broker"] = fenced
         out["last_fence_records"] = records
         out["last_fence_commit_ms"] = ms
+        fronts = self.heartbeat_fronts
+        if fronts is not None:
+            out["front_heartbeats"] = fronts.answered
+            out["front_connections"] = len(fronts.open)
+            out["front_handed_over"] = fronts.handed_over
         if core is not None:
             out["current_leader"] = -1 if core.leader_id is None else core.leader_id
             out["current_epoch"] = core.epoch

@@ -25,8 +25,10 @@ Agents run with `--status-port` so the test can read their state and image.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -439,6 +441,14 @@ def test_fleet_of_agents_in_one_process(cluster: Cluster) -> None:
     assert "ms p99=" in line and "errors=" in line
     hb = cluster.agent(FLEET_FIRST, "/heartbeats?since=0")
     assert hb["count"] == hb["heartbeats"] > 0 and hb["p99_ms"] >= hb["p50_ms"] > 0
+    # the fleet's heartbeats travel on a pool of their own: the active controller's
+    # lean front answers them (kraft/server/heartbeat_front.py)
+    lead = cluster.active()
+    assert lead is not None
+    with urllib.request.urlopen(f"{cluster.urls[lead - 1]}/metrics", timeout=3) as r:
+        metrics = r.read().decode()
+    answered = re.search(r"^kraft_server_heartbeat_front_heartbeats (\S+)$", metrics, re.M)
+    assert answered is not None and float(answered.group(1)) > 0, metrics
     # ISR shrinks not caused by fencing: partitions led by fleet agents
     n = len(ids)
     assignments = [[ids[i], ids[(i + 1) % n], ids[(i + 2) % n]] for i in range(6)]
