@@ -199,25 +199,31 @@ CASES = {
 }
 
 
+async def plain_and_front(
+    raw: bytes, service: FakeService | None = None
+) -> tuple[Any, Any, HeartbeatFronts]:
+    """The same request to a listener without the front, then to one with it."""
+    service = service or FakeService()
+    async with Listener(service, front=False) as plain, Listener(service, front=True) as front:
+        expected = await exchange(plain, raw)
+        got = await exchange(front, raw)
+    assert front.fronts is not None
+    return expected, got, front.fronts
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("case", sorted(CASES))
 async def test_the_front_answers_as_the_aiohttp_route_does(case: str) -> None:
-    service = FakeService()
-    async with Listener(service, front=False) as plain, Listener(service, front=True) as front:
-        expected = await exchange(plain, CASES[case])
-        got = await exchange(front, CASES[case])
-        assert front.fronts is not None
+    expected, got, fronts = await plain_and_front(CASES[case])
     assert got == expected
-    assert (front.fronts.answered, front.fronts.handed_over) == (1, 0)
+    assert (fronts.answered, fronts.handed_over) == (1, 0)
 
 
 @pytest.mark.asyncio
 async def test_not_controller_names_the_leader_as_the_route_does() -> None:
     service = FakeService()
     service.active = False
-    async with Listener(service, front=False) as plain, Listener(service, front=True) as front:
-        expected = await exchange(plain, CASES["msgpack"])
-        got = await exchange(front, CASES["msgpack"])
+    expected, got, _ = await plain_and_front(CASES["msgpack"], service)
     assert got == expected
     assert got[2]["error_code"] == "NOT_CONTROLLER" and got[2]["leader_id"] == 2
 
@@ -303,13 +309,9 @@ HANDED_OVER = {
 @pytest.mark.asyncio
 @pytest.mark.parametrize("case", sorted(HANDED_OVER))
 async def test_what_aiohttp_must_frame_is_handed_over_and_answered_alike(case: str) -> None:
-    service = FakeService()
-    async with Listener(service, front=False) as plain, Listener(service, front=True) as front:
-        expected = await exchange(plain, HANDED_OVER[case])
-        got = await exchange(front, HANDED_OVER[case])
-        assert front.fronts is not None
-        assert (front.fronts.answered, front.fronts.handed_over) == (0, 1)
+    expected, got, fronts = await plain_and_front(HANDED_OVER[case])
     assert got == expected
+    assert (fronts.answered, fronts.handed_over) == (0, 1)
 
 
 @pytest.mark.asyncio
