@@ -34,3 +34,13 @@ def spark() -> Iterator[Any]:
     )
     yield session
     session.stop()
+    # Close py4j's connection to the JVM now, while logging still has its streams:
+    # left to the garbage collector at interpreter exit, its close() logs to
+    # pytest's already closed capture stream ("--- Logging error ---" after the run).
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is not None:
+        gateway.shutdown()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
