@@ -247,8 +247,8 @@ KEYS: dict[str, ConfigKey] = {
             "controller.heartbeat.front.enable",
             "bool",
             True,
-            "answer broker heartbeats in a lean HTTP/1.1 front ahead of aiohttp (off with "
-            "the authorizer; kraft/server/heartbeat_front.py)",
+            "answer heartbeat-only connections in a lean HTTP/1.1 front ahead of aiohttp "
+            "(kraft/server/heartbeat_front.py)",
         ),
         ConfigKey(
             "connections.max.idle.ms",

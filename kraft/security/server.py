@@ -111,31 +111,45 @@ def unauthenticated(message: str) -> ApiError:
     return ApiError("UNAUTHORIZED", message, http_status=401)
 
 
-def security_middleware(sec: ServerSecurity) -> Any:
-    peers = _PeerPrincipals()
-    verifier = sec.verifier
+class Authenticator:
+    """The principal of a request: its Authorization header, else its connection's
+    verified client certificate; UNAUTHORIZED (401) when neither names one. Used by
+    the middleware and by the heartbeat front (kraft.server.heartbeat_front)."""
 
-    @web.middleware
-    async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path in OPEN_PATHS:
-            return await handler(request)
-        header = request.headers.get("Authorization")
-        if header is not None:
-            principal = verifier.verify(header) if verifier is not None else None
+    def __init__(self, sec: ServerSecurity) -> None:
+        self._verifier = sec.verifier
+        self._peers = _PeerPrincipals()
+
+    def principal(self, authorization: str | None, transport: Any) -> str:
+        verifier = self._verifier
+        if authorization is not None:
+            principal = verifier.verify(authorization) if verifier is not None else None
             if principal is None:
                 raise unauthenticated(
                     "invalid credential in the Authorization header"
                     if verifier is not None
                     else "this listener does not accept tokens: use a client certificate"
                 )
-        else:
-            principal = peers.of(request.transport)
-            if principal is None:
-                raise unauthenticated(
-                    "no credential: send Authorization: Bearer principal:secret or a "
-                    "client certificate signed by the cluster's CA"
-                )
-        request[PRINCIPAL] = principal
+            return principal
+        principal = self._peers.of(transport)
+        if principal is None:
+            raise unauthenticated(
+                "no credential: send Authorization: Bearer principal:secret or a "
+                "client certificate signed by the cluster's CA"
+            )
+        return principal
+
+
+def security_middleware(sec: ServerSecurity) -> Any:
+    authenticator = Authenticator(sec)
+
+    @web.middleware
+    async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path in OPEN_PATHS:
+            return await handler(request)
+        request[PRINCIPAL] = authenticator.principal(
+            request.headers.get("Authorization"), request.transport
+        )
         return await handler(request)
 
     return authenticate
@@ -151,7 +165,7 @@ class _RefusalLog:
         self._count = 0
         self._dropped = 0
 
-    def refused(self, request: web.Request, reason: str) -> None:
+    def refused(self, path: str, principal: str | None, reason: str) -> None:
         now = int(time.monotonic())
         if now != self._second:
             self._second, self._count = now, 0
@@ -165,8 +179,8 @@ class _RefusalLog:
             reason,
             extra={
                 "event": "unauthorized",
-                "path": request.path,
-                "principal": request.get(PRINCIPAL),
+                "path": path,
+                "principal": principal,
                 "not_logged_before": dropped,
             },
         )
@@ -175,10 +189,15 @@ class _RefusalLog:
 _refusals = _RefusalLog()
 
 
-def _check(request: web.Request, reason: str | None) -> None:
+def check(path: str, principal: str | None, reason: str | None) -> None:
+    """An authorizer's refusal (a reason) -> logged (bounded) and 403 UNAUTHORIZED."""
     if reason is not None:
-        _refusals.refused(request, reason)
+        _refusals.refused(path, principal, reason)
         raise ApiError("UNAUTHORIZED", reason)
+
+
+def _check(request: web.Request, reason: str | None) -> None:
+    check(request.path, request.get(PRINCIPAL), reason)
 
 
 def _authorizer(request: web.Request) -> Authorizer | None:

@@ -15,8 +15,10 @@ The first request that is anything else hands the connection, with every byte
 buffered so far, to aiohttp's RequestHandler for good: another path or method, a
 query string, HTTP/1.0, `Connection` other than keep-alive, chunked bodies,
 `Expect`, `Upgrade`, a repeated or malformed header, a head over 8 KiB or a body
-over max.request.bytes. aiohttp then answers exactly as it would have. The front
-is not used when the authorizer is on (aiohttp's middleware authenticates).
+over max.request.bytes. aiohttp then answers exactly as it would have. With the
+authorizer on, the front authenticates and authorizes as the middleware and the
+route do, in the same order and with the same code (kraft.security.server): the
+principal first (401), then the body, then the broker id's check (403).
 
 Requests on one connection are answered in order: while one waits for its
 commit, the next wait in the buffer (reading pauses if they pile up). A connection idle for connections.max.idle.ms (no
@@ -39,12 +41,14 @@ from aiohttp.http import SERVER_SOFTWARE
 
 from kraft.controller.errors import ApiError
 from kraft.controller.requests import BrokerHeartbeatRequest
+from kraft.security.server import Authenticator, ServerSecurity, check
 from kraft.server.http_codec import JSON, MSGPACK, decode_body, encode_reply, wants_msgpack
 from kraft.server.routes import HEARTBEAT, ControllerService, heartbeat_command
 
 log = logging.getLogger("kraft.server.heartbeat_front")
 
 PATH = b"/v1/brokers/heartbeat"
+_PATH_STR = PATH.decode()
 MAX_HEAD_BYTES = 8192  # aiohttp's own limit on a request line / header
 _SERVER = SERVER_SOFTWARE.encode()
 # Headers whose presence means aiohttp must handle the request (framing or upgrade).
@@ -77,8 +81,12 @@ class HeartbeatFronts:
         *,
         max_body_bytes: int,
         idle_timeout_s: float,
+        security: ServerSecurity | None = None,
     ) -> None:
         self.service = service
+        # With the authorizer on: who sends each heartbeat, and may it speak for the broker.
+        self.authorizer = security.authorizer if security is not None else None
+        self.authenticator = Authenticator(security) if self.authorizer is not None else None
         self.aiohttp_factory = aiohttp_factory
         self.max_body_bytes = max_body_bytes
         self.idle_timeout_s = idle_timeout_s
@@ -157,7 +165,7 @@ class HeartbeatFront(asyncio.Protocol):
             if head is None:
                 self._hand_over()
                 return
-            length, content_type, accept = head
+            length, content_type, accept, authorization = head
             if length > self._fronts.max_body_bytes:
                 self._hand_over()  # aiohttp answers 413 REQUEST_TOO_LARGE
                 return
@@ -166,12 +174,12 @@ class HeartbeatFront(asyncio.Protocol):
                 return  # the rest of the body is on its way
             body = bytes(buf[start : start + length])
             del buf[: start + length]
-            self._answer(body, content_type, accept)
+            self._answer(body, content_type, accept, authorization)
 
     @staticmethod
-    def _heartbeat_head(head: bytes) -> tuple[int, str, str] | None:
-        """(content length, content type, accept) of a plain heartbeat request;
-        None for anything aiohttp should handle."""
+    def _heartbeat_head(head: bytes) -> tuple[int, str, str, str | None] | None:
+        """(content length, content type, accept, authorization) of a plain heartbeat
+        request; None for anything aiohttp should handle."""
         if len(head) > MAX_HEAD_BYTES:
             return None
         lines = head.split(b"\r\n")
@@ -179,6 +187,7 @@ class HeartbeatFront(asyncio.Protocol):
             return None
         length: int | None = None
         content_type = accept = ""
+        authorization: str | None = None
         for line in lines[1:]:
             name, sep, value = line.partition(b":")
             if not sep or not name or name != name.strip():
@@ -194,6 +203,10 @@ class HeartbeatFront(asyncio.Protocol):
                 content_type = value.split(b";", 1)[0].strip().lower().decode("latin-1")
             elif name == b"accept":
                 accept = value.decode("latin-1")
+            elif name == b"authorization":
+                if authorization is not None:
+                    return None
+                authorization = value.decode("utf-8", "surrogateescape")  # as aiohttp
             elif name == b"connection":
                 if value.lower() != b"keep-alive":
                     return None
@@ -201,13 +214,23 @@ class HeartbeatFront(asyncio.Protocol):
                 return None
         if length is None:
             return None
-        return length, content_type, accept
+        return length, content_type, accept, authorization
 
-    def _answer(self, body: bytes, content_type: str, accept: str) -> None:
+    def _answer(
+        self, body: bytes, content_type: str, accept: str, authorization: str | None
+    ) -> None:
         as_msgpack = wants_msgpack(accept, content_type)
-        service = self._fronts.service
+        fronts = self._fronts
+        service = fronts.service
         try:
+            principal = None
+            if fronts.authenticator is not None:  # before the body, as the middleware
+                principal = fronts.authenticator.principal(authorization, self._transport)
             req = BrokerHeartbeatRequest.parse(decode_body(body, content_type))
+            if fronts.authorizer is not None and principal is not None:  # then, as the route
+                check(
+                    _PATH_STR, principal, fronts.authorizer.broker_action(principal, req.broker_id)
+                )
             # Contact counts as it arrives, even if the queued command misses its deadline.
             service.note_heartbeat_contact(req.broker_id, req.broker_epoch)
             fut = service.submit(HEARTBEAT, heartbeat_command(req), priority=True)

@@ -547,15 +547,14 @@ class ControllerNode:
         await self._runner.setup()
         host, port = self.listen
         fronts = None
-        if self.security.authorizer is None and self.settings.get(
-            "controller.heartbeat.front.enable", True
-        ):
+        if self.settings.get("controller.heartbeat.front.enable", True):
             assert self._runner.server is not None
             fronts = HeartbeatFronts(
                 _RoutesService(self),
                 self._runner.server,
                 max_body_bytes=self.settings.get("max.request.bytes", 10 * 1024 * 1024),
                 idle_timeout_s=idle_s,
+                security=self.security,
             )
         self.heartbeat_fronts = fronts
         site = GuardedSite(

@@ -57,9 +57,6 @@ async def test_the_listener_speaks_tls_and_reports_https(node, certs) -> None:
 
 
 async def test_forged_broker_requests_are_refused(node, certs) -> None:
-    # the heartbeat front does not authenticate: with the authorizer on, aiohttp's
-    # middleware sees every request
-    assert node.heartbeat_fronts is None
     url, c = node.url, ctx(certs)
     as4 = token(certs, "broker-4")
     async with aiohttp.ClientSession() as s:
@@ -286,3 +283,86 @@ async def test_config_errors_name_the_problem(certs, tmp_path) -> None:
         await start_single(tmp_path / "a", [f"ssl.keystore.location={tmp_path}/missing.pem"])
     with pytest.raises(ConfigError, match="needs a way to authenticate"):
         await start_single(tmp_path / "b", ["authorizer.enable=true"])
+
+
+async def _raw_heartbeat(
+    node, ssl_ctx: ssl.SSLContext, body: bytes, authorization: str | None
+) -> tuple[int, str]:
+    """One heartbeat on a TLS connection of its own (a broker's heartbeat channel):
+    (status, error_code or "NONE")."""
+    import msgpack
+
+    host, port = node.listen
+    reader, writer = await asyncio.open_connection(host, port, ssl=ssl_ctx)
+    try:
+        auth = f"Authorization: {authorization}\r\n" if authorization else ""
+        writer.write(
+            (
+                "POST /v1/brokers/heartbeat HTTP/1.1\r\nHost: x\r\n"
+                "Content-Type: application/msgpack\r\nAccept: application/msgpack\r\n"
+                f"{auth}Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            + body
+        )
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        reply = msgpack.unpackb(await reader.readexactly(length))
+        return int(head.split()[1]), reply.get("error_code", "NONE")
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("front", [True, False])
+async def test_heartbeats_on_their_own_connection_are_checked_alike_with_and_without_the_front(
+    certs, tmp_path, front
+) -> None:
+    import msgpack
+
+    overrides = [] if front else ["controller.heartbeat.front.enable=false"]
+    node = await start_single(
+        tmp_path / "c1", overrides, config_file=certs / "controller-1.properties"
+    )
+    try:
+        as4 = token(certs, "broker-4")["Authorization"]
+        async with aiohttp.ClientSession() as s:
+            st, reg = await call(
+                s, "POST", node.url + "/v1/brokers/register", register_body(4, node.cluster_id),
+                headers={"Authorization": as4}, ssl_ctx=ctx(certs),
+            )  # fmt: skip
+            assert st == 200, reg
+
+        def hb(broker_id: int) -> bytes:
+            return msgpack.packb(
+                {
+                    "broker_id": broker_id,
+                    "broker_epoch": reg["broker_epoch"],
+                    "current_metadata_offset": 0,
+                }
+            )
+
+        cases = [
+            (ctx(certs), hb(4), None),  # no credential
+            (ctx(certs), b"\xc1", None),  # no credential, bad body: 401 comes first
+            (ctx(certs), hb(4), "Bearer broker-4:wrong"),  # invalid token
+            (ctx(certs), hb(5), as4),  # broker 4 speaking for broker 5
+            (ctx(certs), b"\xc1", as4),  # authenticated, bad body
+            (ctx(certs), hb(4), as4),  # broker 4 for itself
+            (ctx(certs, "broker-4"), hb(4), None),  # its client certificate
+            (ctx(certs, "broker-5"), hb(4), None),  # another broker's certificate
+        ]
+        got = [await _raw_heartbeat(node, c, body, auth) for c, body, auth in cases]
+        fronts = node.heartbeat_fronts
+        assert (fronts.answered if fronts else None) == (len(cases) if front else None)
+    finally:
+        await node.stop(1.0)
+    # the aiohttp route's answers (front off) and the front's are these, case by case
+    assert got == [
+        (401, "UNAUTHORIZED"),
+        (401, "UNAUTHORIZED"),
+        (401, "UNAUTHORIZED"),
+        (403, "UNAUTHORIZED"),
+        (400, "INVALID_REQUEST"),
+        (200, "NONE"),
+        (200, "NONE"),
+        (403, "UNAUTHORIZED"),
+    ]
