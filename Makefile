@@ -47,7 +47,7 @@ BENCH ?= http_floor log_bench purgatory_bench raft_bench controller_bench fleet_
 bench: install
 	@set -e; for b in $(BENCH); do \
 		q=""; if [ -n "$(QUICK)" ]; then case $$b in \
-			replay_bench) q="--records 100000 --no-report-run";; \
+			replay_bench) q="--records 100000 --repeat 1";; \
 			security_bench) q="--seconds 1";; *) q="--quick";; esac; fi; \
 		echo "== benchmarks/$$b.py $$q" >&2; \
 		$(BIN)/python benchmarks/$$b.py $$q; \

@@ -5,12 +5,15 @@ Modules:
 - `decode`: one segment or snapshot file -> Arrow record batches (pure, no Spark);
 - `datasource`: the ``kraft_metadata_log`` Spark 4 Python Data Source, one input
   partition per file, pruning by offset;
-- `tables`: each output table's columns and the record-type groups (no Spark: the
-  one-process baseline of benchmarks/replay_bench.py uses them too);
+- `tables`: each output table's columns and the record-type groups (no Spark:
+  `one_process` uses them too);
 - `history`: the tables as DataFrame transforms (windows per broker / partition);
 - `report`: summary.json and report.html with matplotlib plots;
 - `session`: an offline SparkSession configuration;
 - `cli`: ``spark-replay --log-dir DIR --out OUT [--master M] [--as-of-offset N | --as-of-time T]``;
+- `one_process`: the same tables in one Python process, streaming, without Spark
+  (``python -m spark_replay.one_process --log-dir DIR --out OUT``, complete logs
+  only): the baseline of benchmarks/replay_bench.py and a cross-check;
 - `generator`: seeded realistic logs through the real controller
   (``python -m spark_replay.generator --out DIR --records N --seed S``).
 

@@ -2,9 +2,9 @@
 their columns (and the as-of state's) in order.
 
 One definition for `spark_replay.history` (the Spark transforms that write the
-tables and select the as-of state) and for the one-process baseline in
-``benchmarks/replay_bench.py``, which writes the same tables without Spark and
-compares them with Spark's column for column. Pure: no Spark, no pyarrow.
+tables and select the as-of state) and for `spark_replay.one_process`, which
+writes the same tables without Spark (benchmarks/replay_bench.py compares them
+with Spark's column for column). Pure: no Spark, no pyarrow.
 """
 
 from __future__ import annotations
