@@ -35,13 +35,15 @@ from metadata_log.errors import MetadataLogError
 from spark_replay.tables import (
     BROKER_INTERVAL_KEY,
     BROKER_TYPES,
+    PARTITION_STATE_VALUES,
     PARTITION_TYPES,
     STATE_TYPES,
     TABLE_COLUMNS,
     TXN_TYPES,
 )
 
-# The records columns the history reads, in this order in each row tuple.
+# The records columns the history reads, in this order in each row tuple (the
+# names below index it).
 ROW_COLUMNS = (
     "offset",
     "base_offset",
@@ -50,14 +52,7 @@ ROW_COLUMNS = (
     "topic_id",
     "topic_name",
     "partition_id",
-    "leader",
-    "isr",
-    "replicas",
-    "removing_replicas",
-    "adding_replicas",
-    "leader_recovery_state",
-    "leader_epoch",
-    "partition_epoch",
+    *PARTITION_STATE_VALUES,
     "broker_id",
     "broker_epoch",
     "fenced",
