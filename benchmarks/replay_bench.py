@@ -12,8 +12,8 @@ times each (the JSON has every run and the median):
 - ``single_process``: the same work in one Python process, no Spark
   (`spark_replay.one_process`): the same decoder (`spark_replay.decode.read_file`)
   writing the records table with pyarrow, and the four history tables computed
-  record by record in one streaming pass (memory bounded by the partitions, so
-  it runs at 10M records too) and written with pyarrow. Its tables are compared
+  record by record in one streaming pass (memory bounded by one segment's rows
+  and the partitions, so it runs at 10M records too) and written with pyarrow. Its tables are compared
   with Spark's, row for row (``tables_equal``), so both did the same work (on
   logs up to --compare-max records; above, row counts);
 - ``single_process_image_replay`` (with --image-replay): metadata_log's own

@@ -25,6 +25,7 @@ are spark_replay.history's, computed record by record instead of with windows:
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import sys
 from collections.abc import Iterable, Iterator
@@ -482,11 +483,10 @@ def write_tables(log_dir: str | Path, out: str | Path) -> int:
     """
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     from spark_replay.datasource import list_log_files
-    from spark_replay.decode import ARROW_SCHEMA, read_file
-    from spark_replay.records import COMPRESSION, COMPRESSION_LEVEL, DICTIONARY_COLUMNS
+    from spark_replay.decode import ARROW_SCHEMA
+    from spark_replay.records import write_part
 
     out = Path(out)
     files = list_log_files(log_dir)
@@ -499,21 +499,16 @@ def write_tables(log_dir: str | Path, out: str | Path) -> int:
     (out / "records").mkdir(parents=True)
     count = 0
 
+    def keep(kept: list[pa.RecordBatch], batch: pa.RecordBatch) -> None:
+        kept.append(batch.filter(pc.is_in(batch.column("type"), value_set=wanted)))
+
     def rows() -> Iterator[tuple[Any, ...]]:
         nonlocal count
         for i, f in enumerate(files):
-            with pq.ParquetWriter(
-                out / "records" / f"part-{i:05d}.parquet",
-                ARROW_SCHEMA,
-                compression=COMPRESSION,
-                compression_level=COMPRESSION_LEVEL,
-                use_dictionary=DICTIONARY_COLUMNS,
-            ) as writer:
-                kept = []
-                for batch in read_file(f):
-                    count += batch.num_rows
-                    writer.write_batch(batch)
-                    kept.append(batch.filter(pc.is_in(batch.column("type"), value_set=wanted)))
+            kept: list[pa.RecordBatch] = []
+            # The records table's part, as the Spark job writes it, from the same decode.
+            part = write_part(i, f, str(out / "records"), on_batch=functools.partial(keep, kept))
+            count += part["records"]
             # The decoder groups a chunk's rows by kind: one file (one segment's
             # worth of rows) is put back in offset order before it is replayed.
             table = pa.Table.from_batches(kept, schema=ARROW_SCHEMA).sort_by("offset")

@@ -23,10 +23,14 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_replay.decode import ARROW_SCHEMA, FileStats, LogFile, file_stats, read_file
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # Low-cardinality columns get dictionary pages; the rest (JSON text, numbers) do
 # not: trying a dictionary on unique JSON text only to abandon it costs time.
@@ -42,8 +46,17 @@ def part_name(index: int) -> str:
     return f"part-{index:05d}.parquet"
 
 
-def write_part(index: int, f: LogFile, out_dir: str) -> dict[str, Any]:
-    """Decode one file into ``out_dir/part-{index}.parquet``; returns its FileStats."""
+def write_part(
+    index: int,
+    f: LogFile,
+    out_dir: str,
+    on_batch: Callable[[pa.RecordBatch], None] | None = None,
+) -> dict[str, Any]:
+    """Decode one file into ``out_dir/part-{index}.parquet``; returns its FileStats.
+
+    `on_batch` also sees every decoded batch (the one-process replay keeps the
+    state-changing rows from the same single decode).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -61,6 +74,8 @@ def write_part(index: int, f: LogFile, out_dir: str) -> dict[str, Any]:
             use_dictionary=DICTIONARY_COLUMNS,
         ) as writer:
             for batch in read_file(f, stats=stats):
+                if on_batch is not None:
+                    on_batch(batch)
                 pending.append(batch)
                 rows += batch.num_rows
                 if rows >= ROW_GROUP_ROWS:
