@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 
 import aiohttp
 
+from kraft.clock import mono_ms
 from kraft.raft.client import CommittedBatch, RaftClient
 from kraft.raft.config import RaftConfig
 from kraft.raft.memory_log import MemoryLog
@@ -287,10 +287,6 @@ async def discover_quorum(
     if found_cluster is None or not voters:
         return None
     return QuorumInfo(found_cluster, tuple(sorted(voters)), ids)
-
-
-def mono_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 class MetadataFollower:

@@ -58,6 +58,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from kraft.clock import mono_ms, wall_ms
 from kraft.raft.config import RaftConfig
 from kraft.raft.core import NotLeaderError as CoreNotLeaderError
 from kraft.raft.core import RaftCore, ReconfigError
@@ -105,10 +106,6 @@ class NotLeaderError(Exception):
 
 class RaftFatalError(Exception):
     """The node cannot go on (a failed fsync, a broken safety check): it must stop."""
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class CommittedBatch:
@@ -220,13 +217,16 @@ class RaftClient:
         *,
         transport: HttpTransport | None = None,
         rng: random.Random | None = None,
-        clock: Callable[[], int] = wall_ms,
+        clock: Callable[[], int] = mono_ms,
+        timestamp: Callable[[], int] = wall_ms,
         directory_id: str = UNKNOWN_DIRECTORY,
         bootstrap_servers: Sequence[str] = (),
     ) -> None:
         """`voters`: the static voter set, id -> base URL (None: none, the node was
         started with `bootstrap_servers` and learns the voters from the log). A node
-        that is not a voter is an observer. `directory_id`: from meta.properties."""
+        that is not a voter is an observer. `directory_id`: from meta.properties.
+        `clock` drives every timer (monotonic); `timestamp` only stamps the batches
+        this node appends (wall clock)."""
         self.node_id = node_id
         self.voter_urls = dict(voters or {})
         self.directory_id = directory_id
@@ -242,6 +242,7 @@ class RaftClient:
         for bid, url in self.bootstrap_urls.items():
             self._set_peer(bid, url)
         self.clock = clock
+        self.timestamp = timestamp
         self._rng = rng or random.Random()
         self.core: RaftCore | None = None
         self.listener: RaftListener | None = None
@@ -312,6 +313,7 @@ class RaftClient:
             directory_id=self.directory_id,
             bootstrap_servers=tuple(self.bootstrap_urls),
         )
+        self.core.wall_offset_ms = self.timestamp() - now
         self._voters_version = -1
         snap = self.log.latest_snapshot_id()
         self._delivered = self.log.start_offset
@@ -546,7 +548,9 @@ class RaftClient:
     def describe(self) -> dict[str, Any]:
         """GET /v1/quorum: the core's view (DESIGN 1.2) plus the leader's URL."""
         assert self.core is not None
-        view = self.core.describe(self.clock())
+        now = self.clock()
+        self.core.wall_offset_ms = self.timestamp() - now
+        view = self.core.describe(now)
         view["leader_url"] = self.leader_url(view.get("leader_id"))
         view["log_start_offset"] = self.log.start_offset
         view["flushed_offset"] = self.log.flushed_offset
@@ -611,6 +615,7 @@ class RaftClient:
         core = self.core
         assert core is not None
         now = self.clock()
+        core.wall_offset_ms = self.timestamp() - now  # batch stamps only
         if self._pending:
             self._propose(now)
         inbox = self._inbox

@@ -222,6 +222,10 @@ class RaftCore:
         self.config = config
         self._rng = rng
         self._now = now_ms
+        # Wall clock minus the core's clock, set by the shell: the core's clock is
+        # monotonic (its timers must not step), but a batch's append time is a
+        # timestamp that readers compare with the calendar. Used for nothing else.
+        self.wall_offset_ms = 0
         self._election = election_state
         self._pending_election: ElectionState | None = None
         self._outbox: list[Outbound] = []
@@ -446,7 +450,9 @@ class RaftCore:
 
     def _append_voters(self, s: Leader, new: VoterSet) -> int:
         offset = self.log.end_offset
-        batch = encode_batch(offset, s.epoch, self._now, [new.to_record()], control=True)
+        batch = encode_batch(
+            offset, s.epoch, self._now + self.wall_offset_ms, [new.to_record()], control=True
+        )
         self.log.append(batch)
         self._history.add(offset, new)
         self._voters_changed()
@@ -705,7 +711,7 @@ class RaftCore:
                 for v in self.voter_set
             )
             records += [KRaftVersionRecord(1), bootstrap.to_record()]
-        batch = encode_batch(base, epoch, self._now, records, control=True)
+        batch = encode_batch(base, epoch, self._now + self.wall_offset_ms, records, control=True)
         self.log.append(batch)
         if bootstrap is not None:
             self._history.add(base + 2, bootstrap)
@@ -1375,7 +1381,8 @@ class RaftCore:
         base = self.log.end_offset
         for entry in payloads:
             payload, count = _payload(entry)
-            self.log.append(encode_payload(self.log.end_offset, s.epoch, self._now, payload, count))
+            stamp = self._now + self.wall_offset_ms
+            self.log.append(encode_payload(self.log.end_offset, s.epoch, stamp, payload, count))
         last = self.log.end_offset - 1
         self._wake_fetches()
         self._after()
@@ -1386,7 +1393,7 @@ class RaftCore:
         s = self.state
         if not isinstance(s, Leader):
             raise NotLeaderError(self.leader_id, self.epoch)
-        batch = encode_batch(0, s.epoch, now_ms, records)
+        batch = encode_batch(0, s.epoch, now_ms + self.wall_offset_ms, records)
         return self.propose([(batch[HEADER_SIZE:], len(records))], now_ms)
 
     def resign(self, now_ms: int) -> None:
@@ -1657,6 +1664,10 @@ class RaftCore:
         }
         if isinstance(s, Leader):
             end = self.log.end_offset
+            off = self.wall_offset_ms  # DescribeQuorum's timestamps are wall clock
+
+            def stamp(ms: int) -> int:
+                return ms + off if ms >= 0 else ms
 
             def row(r: ReplicaState) -> dict[str, Any]:
                 own = r.node_id == self.node_id
@@ -1670,8 +1681,8 @@ class RaftCore:
                     "directory_id": d,
                     "log_end_offset": leo,
                     "lag": max(end - leo, 0) if leo >= 0 else end,
-                    "last_fetch_timestamp": now_ms if own else r.last_fetch_ms,
-                    "last_caught_up_timestamp": now_ms if own else r.last_caught_up_ms,
+                    "last_fetch_timestamp": stamp(now_ms if own else r.last_fetch_ms),
+                    "last_caught_up_timestamp": stamp(now_ms if own else r.last_caught_up_ms),
                 }
 
             out["voters"] = [row(r) for _, r in sorted(s.voter_states.items())]

@@ -25,9 +25,10 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kraft.clock import mono_ms, wall_ms
 from kraft.controller.batching import DEFAULT_MAX_BATCH_BYTES, EncodedBatch, to_batches
 from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
@@ -64,17 +65,13 @@ class MetadataWriter(Protocol):
         ...
 
 
-def wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
 @dataclass
 class _Event:
     name: str
     generate: Generate
     deadline_ms: int
     future: asyncio.Future[Any]
-    enqueued_ms: int = field(default_factory=wall_ms)
+    enqueued_ms: int  # by the service's clock
 
 
 # Records replayed between two yields to the event loop (a few ms of work).
@@ -86,7 +83,7 @@ class _PendingReplay:
     base: int  # -1 until appended
     records: list[MetadataRecord]
     done: int  # how many are replayed
-    now_ms: int
+    append_time_ms: int  # wall clock: the image's last append time, as on standbys
     last: int
     future: asyncio.Future[Any] | None = None
     reply: Any = None
@@ -106,7 +103,8 @@ class ControllerService:
         request_timeout_ms: int = 30_000,
         max_idle_interval_ms: int = 500,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        clock: Callable[[], int] = wall_ms,
+        clock: Callable[[], int] = mono_ms,
+        timestamp: Callable[[], int] = wall_ms,
         on_event_time: Callable[[str, float], None] | None = None,
         on_commit_latency: Callable[[float], None] | None = None,
         on_fence_committed: Callable[[int, int, float], None] | None = None,
@@ -117,7 +115,10 @@ class ControllerService:
         self.request_timeout_ms = request_timeout_ms
         self.max_idle_interval_ms = max_idle_interval_ms
         self.max_batch_bytes = max_batch_bytes
+        # Sessions, deadlines and the idle NoOp run on `clock` (monotonic); only the
+        # image's append time, a timestamp, reads `timestamp` (wall clock).
         self.clock = clock
+        self.timestamp = timestamp
         self._on_event_time = on_event_time
         self._on_commit_latency = on_commit_latency
         # (broker id, records, ms from the fence decision until its records committed)
@@ -252,7 +253,8 @@ class ControllerService:
                 "REQUEST_TIMED_OUT", f"the controller's event queue is full ({self.queue_size})"
             )
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        ev = _Event(name, generate, self.clock() + self.request_timeout_ms, fut)
+        now = self.clock()
+        ev = _Event(name, generate, now + self.request_timeout_ms, fut, now)
         task = self._task
         if priority and not self._priority and self._replay is None and task and not task.done():
             # Nothing is queued ahead of a priority event (the event task serves the
@@ -328,13 +330,14 @@ class ControllerService:
         base = self.writer.next_offset()
         last = self.writer.append(plan.batches, now_ms)
         self._last_write_ms = now_ms
+        stamp = self.timestamp()
         # replay exactly what was appended, at the offsets Raft assigned
         if chunked and len(plan.records) > REPLAY_CHUNK:
-            self.controller.replay_batch(base, plan.records[:REPLAY_CHUNK], now_ms)
-            self._replay = _PendingReplay(base, plan.records, REPLAY_CHUNK, now_ms, last)
+            self.controller.replay_batch(base, plan.records[:REPLAY_CHUNK], stamp)
+            self._replay = _PendingReplay(base, plan.records, REPLAY_CHUNK, stamp, last)
             self._replay_idle.clear()
             return last
-        self.controller.replay_batch(base, plan.records, now_ms)
+        self.controller.replay_batch(base, plan.records, stamp)
         assert self.controller.image.offset == last, (self.controller.image.offset, last)
         return last
 
@@ -351,11 +354,12 @@ class ControllerService:
         plan = to_batches(r.records, self.max_batch_bytes, metadata_version=mv)
         try:
             r.base = self.writer.next_offset()
-            r.last = self.writer.append(plan.batches, r.now_ms)
+            now = self.clock()
+            r.last = self.writer.append(plan.batches, now)
         except NotLeaderError:
             self._drop_generating(r)
             return True
-        self._last_write_ms = r.now_ms
+        self._last_write_ms = now
         r.records = plan.records
         return False
 
@@ -371,7 +375,7 @@ class ControllerService:
         if r.more is not None:
             return self._generate_step(r)
         chunk = r.records[r.done : r.done + REPLAY_CHUNK]
-        self.controller.replay_batch(r.base + r.done, chunk, r.now_ms)
+        self.controller.replay_batch(r.base + r.done, chunk, r.append_time_ms)
         r.done += len(chunk)
         if r.done < len(r.records):
             return False
@@ -418,7 +422,8 @@ class ControllerService:
             if result.more is not None:
                 # generated, appended and replayed in steps by the event task
                 self._replay = _PendingReplay(
-                    -1, list(result.records), 0, now, -1, ev.future, result.reply, started,
+                    -1, list(result.records), 0, self.timestamp(), -1, ev.future, result.reply,
+                    started,
                     more=result.more,
                 )  # fmt: skip
                 self._replay_idle.clear()
@@ -505,7 +510,8 @@ class ControllerService:
 
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         fut.add_done_callback(done)
-        self._priority.append(_Event(name, generate, self.clock() + self.request_timeout_ms, fut))
+        now = self.clock()
+        self._priority.append(_Event(name, generate, now + self.request_timeout_ms, fut, now))
         self._wakeup.set()
 
     def _fence_committed(self, reply: Any, ran_at: float) -> None:

@@ -63,7 +63,7 @@ class _Date:
         self._value = b""
 
     def __call__(self) -> bytes:
-        now = int(time.time())
+        now = int(time.time())  # timestamp: the HTTP Date header
         if now != self._second:
             self._second = now
             self._value = formatdate(now, usegmt=True).encode()

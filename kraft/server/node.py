@@ -47,6 +47,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kraft.clock import mono_ms, wall_ms
 from kraft.config import Config, ConfigError, parse_properties
 from kraft.controller.batching import EncodedBatch
 from kraft.controller.errors import ApiError
@@ -105,7 +106,9 @@ class FormatError(Exception):
 
 
 def process_start_ms() -> int | None:
-    """When this process started (wall clock ms, 10 ms resolution); None if unknown.
+    """When this process started, on the monotonic clock (`kraft.clock.mono_ms`, so
+    that the Raft timers that count from it never step; 10 ms resolution); None if
+    unknown.
 
     Read from /proc (Linux): the process's start in clock ticks since boot and
     the system uptime give its age.
@@ -119,7 +122,7 @@ def process_start_ms() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     age_ms = max(0, int((uptime_s - start_s) * 1000))
-    return int(time.time() * 1000) - age_ms
+    return mono_ms() - age_ms
 
 
 def derive_cluster_id(voters: dict[int, tuple[str, int]]) -> str:
@@ -494,7 +497,7 @@ class ControllerNode:
         self._active_from: int | None = None  # first offset this node wrote as active
         self._last_leader: tuple[int, int] | None = None
         self._bytes_since_snapshot = 0
-        self._last_snapshot_ms = int(time.time() * 1000)
+        self._last_snapshot_ms = mono_ms()  # the snapshot interval's timer
         self._snapshot_task: asyncio.Task[None] | None = None
         # Committed batches a standby has still to replay, oldest first, and how many
         # records of the first are replayed. A large batch (a fence of a broker leading
@@ -702,7 +705,7 @@ class ControllerNode:
     def _maybe_snapshot(self) -> None:
         if self._snapshot_task is not None or self._stopped.is_set():
             return
-        now = int(time.time() * 1000)
+        now = mono_ms()
         due = self._bytes_since_snapshot >= self.snapshot_bytes or (
             self.snapshot_interval_ms > 0
             and self._bytes_since_snapshot > 0
@@ -741,7 +744,7 @@ class ControllerNode:
                 sid,
                 image.to_records(),
                 last_contained_log_time=image.last_append_time_ms,
-                append_time_ms=int(time.time() * 1000),
+                append_time_ms=wall_ms(),  # a timestamp in the snapshot's header
                 voters=self._snapshot_voters,
             )
             if self._stopped.is_set() and self.log.file_log.closed:
@@ -774,7 +777,8 @@ class ControllerNode:
         if self.retention_ms >= 0 and self.log.start_offset < self.log.end_offset:
             head = self.log.read(self.log.start_offset, HEADER_SIZE)
             first = parse_header(head, 0, "<log>", self.log.start_offset)
-            over_time = int(time.time() * 1000) - first.append_time_ms > self.retention_ms
+            # retention by age compares the wall clock with a batch's timestamp, as Kafka
+            over_time = wall_ms() - first.append_time_ms > self.retention_ms
         if not (over_bytes or over_time):
             return False
         before = self.log.start_offset

@@ -244,7 +244,7 @@ async def _elect(client: AdminClient, args: argparse.Namespace) -> int:
 def _ago(ts: int | None) -> str:
     if ts is None or ts < 0:
         return "-"
-    return f"{max(0, int(time.time() * 1000) - ts)} ms ago"
+    return f"{max(0, int(time.time() * 1000) - ts)} ms ago"  # ts: a wall-clock timestamp
 
 
 async def _leader_call(client: AdminClient, method: str, path: str, body: Any = None) -> Any:
@@ -331,7 +331,7 @@ async def _quorum(client: AdminClient, args: argparse.Namespace) -> int:
                 )
         return 0
     lags = [r.get("lag", 0) or 0 for r in voters if r["node_id"] != view.get("leader_id")]
-    now = int(time.time() * 1000)
+    now = int(time.time() * 1000)  # timestamp: DescribeQuorum's times are wall clock
     lag_times = [
         now - r["last_caught_up_timestamp"]
         for r in voters
