@@ -19,7 +19,7 @@ import logging
 import random
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -29,7 +29,18 @@ import msgpack
 
 from broker_agent.follower import wait_event
 from broker_agent.isr import AlterSend, IsrConfig, IsrManager
-from broker_agent.lifecycle import BrokerLifecycle, BrokerState, LifecycleConfig, Output, Send
+from broker_agent.lifecycle import (
+    INVALID_RESPONSE,
+    NETWORK,
+    UNEXPECTED_ERROR,
+    Backoff,
+    BrokerLifecycle,
+    BrokerState,
+    LifecycleConfig,
+    Output,
+    Send,
+)
+from kraft.clock import mono_ms
 from kraft.security.client import NONE, ClientSecurity
 from metadata_log.image import MetadataImage
 from metadata_log.records import LATEST_METADATA_VERSION, METADATA_VERSION_FEATURE
@@ -76,6 +87,15 @@ class AgentStats:
     errors: int = 0
     redirects: int = 0
     alter_partitions: int = 0
+    # failed requests by "kind:code" (register:REQUEST_TIMED_OUT, heartbeat:NETWORK,
+    # alter:UNEXPECTED_ERROR, ...): why a storm's registrations were refused
+    error_codes: Counter[str] = field(default_factory=Counter)
+    # tasks that ended with an exception nobody handled (goal: 0); see count_task_death
+    task_exceptions: int = 0
+
+    def count_error(self, kind: str, code: str) -> None:
+        self.errors += 1
+        self.error_codes[f"{kind}:{code}"] += 1
 
     def record(self, ms: float) -> None:
         self.window.append(ms)
@@ -103,8 +123,10 @@ class AgentStats:
             "p99_ms": percentile(values, 0.99),
             "max_ms": max(values) if values else None,
             "errors": self.errors,
+            "error_codes": dict(self.error_codes),
             "redirects": self.redirects,
             "alter_partitions": self.alter_partitions,
+            "task_exceptions": self.task_exceptions,
         }
 
 
@@ -113,10 +135,6 @@ def percentile(values: list[float], q: float) -> float | None:
         return None
     data = sorted(values)
     return data[min(len(data) - 1, int(q * len(data)))]
-
-
-def mono_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +167,9 @@ async def post_msgpack(
     headers: dict[str, str] = MSGPACK_HEADERS,
     ssl: Any = True,
 ) -> tuple[int, Any]:
-    """POST a msgpack body; (status, decoded body). Raises on transport errors."""
+    """POST a msgpack body; (status, decoded body). An empty body decodes as {};
+    one that is neither msgpack nor JSON (an error page, garbage) as None. Raises
+    on transport errors."""
     async with session.post(
         url,
         data=msgpack.packb(body, use_bin_type=True),
@@ -158,14 +178,46 @@ async def post_msgpack(
         ssl=ssl,
     ) as resp:
         raw = await resp.read()
-        try:
-            decoded = msgpack.unpackb(raw, raw=False) if raw else {}
-        except Exception:  # noqa: BLE001 - an error page may be JSON or text
-            try:
-                decoded = json.loads(raw)
-            except ValueError:
-                decoded = {}
-        return resp.status, decoded
+        return resp.status, decode_body(raw)
+
+
+def decode_body(raw: bytes) -> Any:
+    if not raw:
+        return {}
+    try:
+        return msgpack.unpackb(raw, raw=False)
+    except Exception:  # noqa: BLE001 - msgpack raises several types; an error page may be JSON
+        pass
+    try:
+        return json.loads(raw)
+    except ValueError:  # UnicodeDecodeError is one
+        return None
+
+
+def error_code(status: int, body: Any) -> str:
+    """The error name of a failed answer: the controller's `error_code`, else one
+    from the HTTP status; INVALID_RESPONSE for a success body that is not a map."""
+    if isinstance(body, dict) and isinstance(body.get("error_code"), str):
+        return body["error_code"]
+    if status >= 400:
+        return f"HTTP_{status}"
+    return INVALID_RESPONSE
+
+
+def count_task_death(stats: AgentStats, what: str, exc: BaseException | None) -> None:
+    """A task ended with an exception nobody handled: counted (the fleet's status
+    line shows it) and logged once with its traceback."""
+    stats.task_exceptions += 1
+    log.error(
+        "task died: %s",
+        what,
+        exc_info=exc,
+        extra={"event": "task_exception", "task_exceptions": stats.task_exceptions},
+    )
+
+
+# Transport failures: the controller could not be reached or did not answer in time.
+TRANSPORT_ERRORS = (TimeoutError, aiohttp.ClientError, OSError)
 
 
 class BrokerAgent:
@@ -247,7 +299,14 @@ class BrokerAgent:
     def _spawn(self, coro: Any) -> None:
         t = asyncio.create_task(coro)
         self._tasks.add(t)
-        t.add_done_callback(self._tasks.discard)
+        t.add_done_callback(self._task_done)
+
+    def _task_done(self, t: asyncio.Task[None]) -> None:
+        self._tasks.discard(t)
+        if not t.cancelled() and (exc := t.exception()) is not None:
+            # _send and _send_alter handle their own errors: this is a bug in that
+            # handling. The lifecycle's request deadline still frees the request.
+            count_task_death(self.stats, f"broker {self.broker_id}: {t.get_coro()}", exc)
 
     def _on_metadata(self, offset: int) -> None:
         # Called for every agent of a fleet after every committed batch: keep it
@@ -287,8 +346,30 @@ class BrokerAgent:
         self._wake.set()
 
     async def _send(self, send: Send) -> None:
+        """Send one lifecycle request and hand its outcome to the lifecycle. Every
+        outcome reaches it: an answer, an error answer, a transport failure, a body
+        that is not a reply, and an exception of our own (logged with its traceback)."""
         lc = self.lifecycle
         assert lc is not None
+        try:
+            await self._exchange(lc, send)
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            self._unexpected(send.kind, exc)
+            self._apply(lc.on_error(send.request_id, UNEXPECTED_ERROR, self.clock()))
+
+    def _unexpected(self, kind: str, exc: BaseException) -> None:
+        self.errors += 1
+        self.stats.count_error(kind, UNEXPECTED_ERROR)
+        log.error(
+            "%s failed unexpectedly: %s: %s",
+            kind,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+            extra={"event": "agent_unexpected_error", "broker_id": self.broker_id, "kind": kind},
+        )
+
+    async def _exchange(self, lc: BrokerLifecycle, send: Send) -> None:
         url = self.controllers[send.controller] + PATHS[send.kind]
         session = self.heartbeat_session if send.kind == "heartbeat" else self.session
         started = time.perf_counter()
@@ -296,31 +377,30 @@ class BrokerAgent:
             status, body = await post_msgpack(
                 session, url, send.body, send.timeout_ms, self._headers, self._ssl
             )
-        except (TimeoutError, aiohttp.ClientError, OSError):
+        except TRANSPORT_ERRORS:
             self.errors += 1
-            self.stats.errors += 1
-            self._apply(lc.on_error(send.request_id, "NETWORK", self.clock()))
+            self.stats.count_error(send.kind, NETWORK)
+            self._apply(lc.on_error(send.request_id, NETWORK, self.clock()))
             return
         if status >= 400 or not isinstance(body, dict):
-            code = body.get("error_code", f"HTTP_{status}") if isinstance(body, dict) else "NETWORK"
+            code = error_code(status, body)
             hint = self.controller_index(body.get("leader_url")) if isinstance(body, dict) else None
             if code == "NOT_CONTROLLER" and hint is not None:
                 self.stats.redirects += 1  # a redirect to the active controller, not a failure
             else:
                 self.errors += 1
-                self.stats.errors += 1
-            if (
-                lc.state is BrokerState.STARTING
-                and send.kind == "register"
-                and code != "NOT_CONTROLLER"
-            ):
+                self.stats.count_error(send.kind, code)
+            if send.kind == "register" and code != "NOT_CONTROLLER":
                 log.warning(
-                    "registration refused",
+                    "registration refused: %s",
+                    code,
                     extra={
                         "event": "register_error",
                         "broker_id": self.broker_id,
                         "error_code": code,
-                        "message": body.get("message") if isinstance(body, dict) else None,
+                        "http_status": status,
+                        "reason": body.get("message") if isinstance(body, dict) else None,
+                        "controller": self.controllers[send.controller],
                     },
                 )
             self._apply(lc.on_error(send.request_id, code, self.clock(), hint))
@@ -340,27 +420,35 @@ class BrokerAgent:
         self._apply(lc.on_response(send.request_id, body, self.clock()))
 
     async def _send_alter(self, send: AlterSend) -> None:
+        """One AlterPartition; like _send, every outcome reaches the ISR manager."""
         lc = self.lifecycle
         assert lc is not None
+        try:
+            await self._exchange_alter(lc, send)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours: logged, retried
+            self._unexpected("alter", exc)
+            self.isr.on_error(send.request_id, UNEXPECTED_ERROR, self.clock())
+        self._wake.set()
+
+    async def _exchange_alter(self, lc: BrokerLifecycle, send: AlterSend) -> None:
         url = self.controllers[lc.selector.current] + ALTER_PATH
         try:
             status, body = await post_msgpack(
                 self.session, url, send.body, send.timeout_ms, self._headers, self._ssl
             )
-        except (TimeoutError, aiohttp.ClientError, OSError):
-            self.isr.on_error(send.request_id, "NETWORK", self.clock())
-            self.stats.errors += 1
-            self._wake.set()
+        except TRANSPORT_ERRORS:
+            self.isr.on_error(send.request_id, NETWORK, self.clock())
+            self.stats.count_error("alter", NETWORK)
             return
         now = self.clock()
         if status >= 400 or not isinstance(body, dict):
-            code = body.get("error_code", f"HTTP_{status}") if isinstance(body, dict) else "NETWORK"
+            code = error_code(status, body)
             if code == "NOT_CONTROLLER" and isinstance(body, dict):
                 hint = self.controller_index(body.get("leader_url"))
                 if hint is not None:
                     lc.selector.on_hint(hint)
             self.isr.on_error(send.request_id, code, now)
-            self.stats.errors += 1
+            self.stats.count_error("alter", code)
             log.info(
                 "AlterPartition refused",
                 extra={
@@ -385,7 +473,6 @@ class BrokerAgent:
                     "partition_epoch": body.get("partition_epoch"),
                 },
             )
-        self._wake.set()
 
     def _poll_isr(self, now: int) -> int | None:
         lc = self.lifecycle
@@ -413,18 +500,19 @@ class BrokerAgent:
                 self.shutdown()
             lc = self.lifecycle
             assert lc is not None
+            # A bug in one step is logged with its traceback and the step is tried
+            # again after a bounded backoff: the agent keeps its session if it can.
+            step_backoff = Backoff(100, 5_000, 0.2, self.rng)
             while self.exit_code is None and not self._stopped:
-                now = self.clock()
-                lc.set_metadata_offset(self.metadata.committed_offset, now)
-                self._apply(lc.tick(now))
+                try:
+                    delay = self._step(lc)
+                    step_backoff.reset()
+                except Exception as exc:  # noqa: BLE001 - see above
+                    self._unexpected("step", exc)
+                    self._wake.clear()  # the backoff holds even if the failed step woke us
+                    delay = step_backoff.next_delay_ms() / 1000
                 if self.exit_code is not None:
                     break
-                wake = lc.next_wake_ms()
-                isr_wake = self._poll_isr(now)
-                if isr_wake is not None:
-                    wake = min(wake, isr_wake)
-                delay = max(0.0, (wake - self.clock()) / 1000)
-                self._wake.clear()
                 await wait_event(self._wake, min(delay, 5.0))
         finally:
             for t in list(self._tasks):
@@ -433,6 +521,21 @@ class BrokerAgent:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
         return self.exit_code or 0
+
+    def _step(self, lc: BrokerLifecycle) -> float:
+        """One turn of the run loop: feed the lifecycle and the ISR manager the time
+        and the metadata offset, send what they ask; seconds until the next turn."""
+        now = self.clock()
+        lc.set_metadata_offset(self.metadata.committed_offset, now)
+        self._apply(lc.tick(now))
+        if self.exit_code is not None:
+            return 0.0
+        wake = lc.next_wake_ms()
+        isr_wake = self._poll_isr(now)
+        if isr_wake is not None:
+            wake = min(wake, isr_wake)
+        self._wake.clear()
+        return max(0.0, (wake - self.clock()) / 1000)
 
     def _start_lifecycle(self, cluster_id: str) -> None:
         s = self.settings

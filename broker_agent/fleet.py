@@ -33,7 +33,13 @@ from typing import Any, TextIO
 import aiohttp
 from aiohttp import web
 
-from broker_agent.agent import AgentSettings, AgentStats, BrokerAgent, percentile
+from broker_agent.agent import (
+    AgentSettings,
+    AgentStats,
+    BrokerAgent,
+    count_task_death,
+    percentile,
+)
 from broker_agent.follower import MetadataFollower, wait_event
 from broker_agent.lifecycle import BrokerState
 from kraft.raft.config import RaftConfig
@@ -111,6 +117,8 @@ class Fleet:
             "follower": None if f is None else f.status(),
             "heartbeats": self.stats.heartbeats,
             "errors": self.stats.errors,
+            "error_codes": dict(self.stats.error_codes),
+            "task_exceptions": self.stats.task_exceptions,
         }
 
     def status_line(self) -> str:
@@ -142,7 +150,13 @@ class Fleet:
         return (
             f"{who}: {states} | {lat} ({len(window) / elapsed:.0f}/s) | "
             f"errors={self.stats.errors} (+{new_errors}) | {meta} | isr +{expansions}/-{shrinks}"
+            f" | task exceptions={self.stats.task_exceptions}"
         )
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """The loop's exception handler: a task that died with nobody awaiting it
+        (or another error only the loop saw) is counted and logged with its traceback."""
+        count_task_death(self.stats, str(context.get("message")), context.get("exception"))
 
     # ---------------------------------------------------------------- running
 
@@ -169,9 +183,24 @@ class Fleet:
             limit=max(1, spec.max_connections - heartbeat_limit), limit_per_host=0
         )
         heartbeat_connector = aiohttp.TCPConnector(limit=heartbeat_limit, limit_per_host=0)
+        clock_kw: dict[str, Any] = {} if self.clock is None else {"clock": self.clock}
+        loop = asyncio.get_running_loop()
+        previous_handler = loop.get_exception_handler()
+        loop.set_exception_handler(self._loop_exception)
+        try:
+            return await self._run(spec, connector, heartbeat_connector, clock_kw)
+        finally:
+            loop.set_exception_handler(previous_handler)
+
+    async def _run(
+        self,
+        spec: FleetSpec,
+        connector: aiohttp.TCPConnector,
+        heartbeat_connector: aiohttp.TCPConnector,
+        clock_kw: dict[str, Any],
+    ) -> int:
         tasks: list[asyncio.Task[Any]] = []
         runner: web.AppRunner | None = None
-        clock_kw: dict[str, Any] = {} if self.clock is None else {"clock": self.clock}
         async with (
             aiohttp.ClientSession(connector=connector) as session,
             aiohttp.ClientSession(connector=heartbeat_connector) as heartbeat_session,

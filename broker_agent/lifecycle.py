@@ -28,6 +28,22 @@ FATAL_REGISTRATION_ERRORS = frozenset(
     {"INCONSISTENT_CLUSTER_ID", "INVALID_REQUEST", "UNAUTHORIZED"}
 )
 
+# Codes the agent itself gives a failed request (no controller sends them): the
+# transport failed or timed out; the answer was not a valid reply (not msgpack, or
+# a registration without an epoch); the agent's own code raised (a bug, logged with
+# its traceback by the shell). Each is retried with backoff like an error answer.
+NETWORK = "NETWORK"
+INVALID_RESPONSE = "INVALID_RESPONSE"
+UNEXPECTED_ERROR = "UNEXPECTED_ERROR"
+
+# Errors after which the next attempt goes to another controller: this one is
+# unreachable, overloaded or not speaking the protocol.
+ROTATE_ON = frozenset({NETWORK, "REQUEST_TIMED_OUT", INVALID_RESPONSE})
+
+
+def _is_epoch(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
 
 class BrokerState(Enum):
     STARTING = "STARTING"
@@ -255,6 +271,10 @@ class BrokerLifecycle:
             return out  # a late answer to a request we gave up on
         answered = self._in_flight
         kind = answered.kind
+        if kind == "register" and not _is_epoch(reply.get("broker_epoch")):
+            # A 2xx answer that is not a registration (a proxy's page, a truncated
+            # body): an error like any other, retried with backoff elsewhere.
+            return self.on_error(request_id, INVALID_RESPONSE, now_ms)
         self._in_flight = None
         self.backoff.reset()
         self._hint_hops = 0
@@ -334,7 +354,7 @@ class BrokerLifecycle:
                 self._change(out, BrokerState.SHUTTING_DOWN, "registration lost during shutdown")
                 out.exit_code = 0
                 return out
-        elif code in ("NETWORK", "REQUEST_TIMED_OUT"):
+        elif code in ROTATE_ON:
             self.selector.rotate()
         self._retry_later(now_ms)
         return out

@@ -519,3 +519,42 @@ def test_catch_up_during_an_in_flight_heartbeat_is_reported_at_once() -> None:
     lc.on_response(s.request_id, heartbeat_reply(caught_up=False, fenced=True), 10)
     s = send_one(lc, 10)
     assert s.body["current_metadata_offset"] == 45
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {},
+        {"broker_epoch": None},
+        {"broker_epoch": -1},
+        {"broker_epoch": "7"},
+        {"broker_epoch": True},
+    ],
+)
+def test_a_registration_answer_without_an_epoch_is_an_error_retried_elsewhere(reply: dict) -> None:
+    # a 2xx body that is not a registration (a proxy's page, a truncated answer)
+    lc = make()
+    s = send_one(lc, 0)
+    out = lc.on_response(s.request_id, reply, 0)
+    assert not out.changes and lc.state is S.STARTING and not lc.registered
+    assert lc.errors == 1 and lc.selector.current == (s.controller + 1) % 3
+    retry_at = lc.next_wake_ms()
+    assert 80 <= retry_at <= 120  # the first backoff step, jittered
+    again = send_one(lc, retry_at)
+    assert again.kind == "register" and again.controller != s.controller
+    lc.on_response(again.request_id, {"broker_epoch": 7}, retry_at)
+    assert lc.broker_epoch == 7
+
+
+def test_an_unexpected_error_of_the_agent_is_retried_with_backoff() -> None:
+    lc = make()
+    s = send_one(lc, 0)
+    lc.on_error(s.request_id, "UNEXPECTED_ERROR", 0)
+    assert lc.state is S.STARTING and lc.next_wake_ms() > 0
+    delays = []
+    for _ in range(12):
+        now = lc.next_wake_ms()
+        s = send_one(lc, now)
+        lc.on_error(s.request_id, "UNEXPECTED_ERROR", now)
+        delays.append(lc.next_wake_ms() - now)
+    assert delays[0] < delays[4] and max(delays) <= 5000  # grows, bounded by backoff_max_ms
