@@ -41,6 +41,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="skip records below offset N",
     )
+    dump.add_argument(
+        "--format",
+        choices=("auto", "kafka", "kraft"),
+        default="auto",
+        help="kraft: native batches (magic 1); kafka: Apache Kafka's (magic 2); "
+        "auto (default): chosen by each batch's magic byte",
+    )
+    dump.add_argument(
+        "--skip-unknown",
+        action="store_true",
+        help="Kafka records of an unknown api key or newer version are counted and "
+        "passed over instead of stopping the dump",
+    )
     from kraft.tools import admin
 
     admin.register(sub)
@@ -61,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "dump-log":
         from kraft.tools.dump_log import run
 
-        return run(args.path, args.json, args.from_offset)
+        return run(args.path, args.json, args.from_offset, args.format, args.skip_unknown)
     if args.command in ("topics", "brokers", "elect", "quorum"):
         from kraft.tools.admin import run as run_admin
 

@@ -1,106 +1,233 @@
 """`kraft dump-log`: batch headers and decoded records of segments and snapshots.
 
-Like `kafka-dump-log --cluster-metadata-decoder`. An incomplete batch at the very
-end of a file is the end of data (a live log may be mid-append); a complete batch
-that fails its checksum, or a record that cannot be decoded, is an error naming
-the file and offset.
+Like `kafka-dump-log --cluster-metadata-decoder`. Reads this project's native
+format (batch magic 1, msgpack records) and Apache Kafka's own (record batch v2,
+magic 2, Kafka's metadata records), chosen batch by batch by the magic byte,
+which both formats keep at byte 16 (`--format auto`, the default); `--format
+kafka` or `kraft` accepts only one. Kafka records are shown with Kafka's record
+names and snake_case field names, in the same JSON shape as native ones.
+
+An incomplete batch at the very end of a file is the end of data (a live log may
+be mid-append); a complete batch that fails its checksum, or a record that
+cannot be decoded, is an error naming the file and offset. Files are opened
+read-only (a Kafka controller's live log must never be written by this tool).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import mmap
 import sys
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from metadata_log.batch import BatchHeader, decode_records, iter_headers
-from metadata_log.errors import IncompleteBatchError, MetadataLogError
-from metadata_log.records import Record, record_fields, record_type_name
+from metadata_log import batch as native
+from metadata_log.errors import CorruptBatchError, IncompleteBatchError, MetadataLogError
+from metadata_log.kafka import batch as kafka
+from metadata_log.kafka.reader import decode_batch
+from metadata_log.records import record_fields, record_type_name
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files
 
+FORMATS = ("auto", "kafka", "kraft")
+# Files Kafka keeps beside the log: not batches, so passed over (named in text mode).
+_OTHER_SUFFIXES = (
+    ".index",
+    ".timeindex",
+    ".txnindex",
+    ".snapshot",
+    ".deleted",
+    ".cleaned",
+    ".swap",
+)
+_OTHER_NAMES = ("leader-epoch-checkpoint", "partition.metadata", "quorum-state", "meta.properties")
 
-def files_to_dump(target: Path) -> list[Path]:
-    """A file as given, or a directory's snapshots then segments in offset order."""
+
+def is_other_file(path: Path) -> bool:
+    """A file of a Kafka log folder that holds no record batches."""
+    return path.name in _OTHER_NAMES or path.name.endswith(_OTHER_SUFFIXES)
+
+
+def files_to_dump(target: Path) -> tuple[list[Path], list[Path]]:
+    """(files to dump, other files passed over): a file as given, or a directory's
+    snapshots then segments in offset order."""
     if target.is_file():
-        return [target]
+        return ([], [target]) if is_other_file(target) else ([target], [])
     if not target.exists():
         raise MetadataLogError(f"{target}: no such file or directory")
     directory = metadata_dir(target)
     files = [p for _, _, p in snapshot_files(directory)] + [p for _, p in segment_files(directory)]
     if not files:
         raise MetadataLogError(f"{directory}: no .log segments or .checkpoint snapshots")
-    return files
+    shown = set(files)
+    others = sorted(p for p in directory.iterdir() if p.is_file() and p not in shown)
+    return files, others
 
 
-def iter_file(path: Path) -> Iterator[tuple[int, BatchHeader, list[Record] | None, str | None]]:
-    """(position, header, records, torn-tail note) for each batch of one file."""
+@dataclass(frozen=True, slots=True)
+class Row:
+    offset: int
+    time_ms: int
+    type: str
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One batch of either format, as dump-log shows it."""
+
+    position: int
+    base_offset: int
+    last_offset: int
+    epoch: int
+    control: bool
+    header_text: str
+    rows: list[Row]
+
+
+def _native_batch(data: mmap.mmap, pos: int, name: str, expect: int) -> tuple[Batch, int]:
+    h = native.parse_header(data, pos, name, expect)
+    native.verify_records(data, pos, h, name)
+    records = native.decode_records(data, pos, h, name)
+    text = (
+        f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
+        f"epoch: {h.leader_epoch} appendTime: {h.append_time_ms} "
+        f"isControl: {str(h.control).lower()} position: {pos} size: {h.length} "
+        f"crc: {h.records_crc}"
+    )
+    rows = [
+        Row(h.base_offset + i, h.append_time_ms, record_type_name(r), record_fields(r))
+        for i, r in enumerate(records)
+    ]
+    batch = Batch(pos, h.base_offset, h.last_offset, h.leader_epoch, h.control, text, rows)
+    return batch, h.length
+
+
+def _kafka_batch(
+    data: mmap.mmap, pos: int, name: str, skipped: Counter[str] | None
+) -> tuple[Batch, int]:
+    h = kafka.parse_header(data, pos, name)
+    b = decode_batch(data, h, name, skipped)
+    text = (
+        f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
+        f"epoch: {h.leader_epoch} baseTime: {h.base_timestamp} maxTime: {h.max_timestamp} "
+        f"producerId: {h.producer_id} isTransactional: {str(h.transactional).lower()} "
+        f"isControl: {str(h.control).lower()} position: {pos} size: {h.size} magic: {h.magic} "
+        f"compresscodec: {h.codec} crc: {h.crc}"
+    )
+    rows = [Row(r.offset, r.timestamp, r.name, r.fields) for r in b.records]
+    batch = Batch(pos, h.base_offset, h.last_offset, h.leader_epoch, h.control, text, rows)
+    return batch, h.size
+
+
+def iter_file(
+    path: Path, fmt: str = "auto", skipped: Counter[str] | None = None
+) -> Iterator[Batch | IncompleteBatchError]:
+    """Each batch of one file, then the torn-tail error if the data ends inside a batch."""
     with path.open("rb") as f:
-        size = path.stat().st_size
-        if size == 0:
+        if path.stat().st_size == 0:
             return
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             name = str(path)
+            pos = 0
+            end = len(data)
+            prev: Batch | None = None
             try:
-                for pos, header in iter_headers(data, name):
-                    yield pos, header, decode_records(data, pos, header, name), None
+                while pos < end:
+                    if end - pos <= kafka.MAGIC_POSITION:  # not even the magic byte
+                        raise IncompleteBatchError(
+                            name, -1, pos, f"{end - pos} bytes of a batch header"
+                        )
+                    magic = data[pos + kafka.MAGIC_POSITION]
+                    if magic == native.MAGIC and fmt != "kafka":
+                        # Errors name the offset the batch should start at (its
+                        # own header may be the damaged part).
+                        expect = (
+                            prev.last_offset + 1
+                            if prev is not None
+                            else int.from_bytes(data[pos : pos + 8], "big", signed=True)
+                        )
+                        batch, size = _native_batch(data, pos, name, expect)
+                    elif magic == kafka.MAGIC and fmt != "kraft":
+                        batch, size = _kafka_batch(data, pos, name, skipped)
+                    else:
+                        offset = int.from_bytes(data[pos : pos + 8], "big", signed=True)
+                        want = {"auto": "1 (kraft) or 2 (kafka)", "kafka": "2", "kraft": "1"}[fmt]
+                        raise CorruptBatchError(
+                            name,
+                            offset,
+                            pos,
+                            f"unknown magic {magic} (--format {fmt} reads {want})",
+                        )
+                    yield batch
+                    prev = batch
+                    pos += size
             except IncompleteBatchError as e:
-                yield e.position, None, None, str(e)  # type: ignore[misc]
+                yield e
 
 
-def dump(target: Path, as_json: bool, from_offset: int, out: TextIO) -> None:
-    for path in files_to_dump(target):
+def _json_value(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return base64.b64encode(v).decode("ascii")
+    raise TypeError(f"not JSON-able: {type(v).__name__}")
+
+
+def dump(
+    target: Path,
+    as_json: bool,
+    from_offset: int,
+    out: TextIO,
+    fmt: str = "auto",
+    skipped: Counter[str] | None = None,
+) -> None:
+    files, others = files_to_dump(target)
+    if not as_json:
+        for other in others:
+            print(f"Skipping {other}: not a log segment or snapshot", file=out)
+    for path in files:
         if not as_json:
             print(f"Dumping {path}", file=out)
-        for pos, h, records, torn in iter_file(path):
-            if h is None:
+        for b in iter_file(path, fmt, skipped):
+            if isinstance(b, IncompleteBatchError):
                 if not as_json:
-                    print(f"End of data at position {pos}: {torn}", file=out)
+                    print(f"End of data at position {b.position}: {b}", file=out)
                 break
-            if h.last_offset < from_offset:
+            if b.last_offset < from_offset:
                 continue
             if not as_json:
-                print(
-                    f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
-                    f"epoch: {h.leader_epoch} appendTime: {h.append_time_ms} "
-                    f"isControl: {str(h.control).lower()} position: {pos} size: {h.length} "
-                    f"crc: {h.records_crc}",
-                    file=out,
-                )
-            assert records is not None
-            for i, rec in enumerate(records):
-                offset = h.base_offset + i
-                if offset < from_offset:
+                print(b.header_text, file=out)
+            for row in b.rows:
+                if row.offset < from_offset:
                     continue
-                fields = record_fields(rec)
                 if as_json:
-                    out.write(
-                        json.dumps(
-                            {
-                                "offset": offset,
-                                "base_offset": h.base_offset,
-                                "epoch": h.leader_epoch,
-                                "append_time_ms": h.append_time_ms,
-                                "control": h.control,
-                                "type": record_type_name(rec),
-                                "fields": fields,
-                            },
-                            separators=(",", ":"),
-                        )
-                        + "\n"
-                    )
+                    line = {
+                        "offset": row.offset,
+                        "base_offset": b.base_offset,
+                        "epoch": b.epoch,
+                        "append_time_ms": row.time_ms,
+                        "control": b.control,
+                        "type": row.type,
+                        "fields": row.fields,
+                    }
+                    out.write(json.dumps(line, separators=(",", ":"), default=_json_value) + "\n")
                 else:
-                    print(
-                        f"| offset: {offset} {record_type_name(rec)} "
-                        f"{json.dumps(fields, separators=(',', ':'))}",
-                        file=out,
-                    )
+                    fields = json.dumps(row.fields, separators=(",", ":"), default=_json_value)
+                    print(f"| offset: {row.offset} {row.type} {fields}", file=out)
 
 
-def run(target: str, as_json: bool = False, from_offset: int = 0) -> int:
+def run(
+    target: str,
+    as_json: bool = False,
+    from_offset: int = 0,
+    fmt: str = "auto",
+    skip_unknown: bool = False,
+) -> int:
+    skipped: Counter[str] | None = Counter() if skip_unknown else None
     try:
-        dump(Path(target), as_json, from_offset, sys.stdout)
+        dump(Path(target), as_json, from_offset, sys.stdout, fmt, skipped)
     except MetadataLogError as e:
         sys.stdout.flush()
         print(f"kraft dump-log: error: {e}", file=sys.stderr)
@@ -111,4 +238,11 @@ def run(target: str, as_json: bool = False, from_offset: int = 0) -> int:
         sys.stdout.flush()
         print(f"kraft dump-log: error: {e.filename or target}: {e.strerror or e}", file=sys.stderr)
         return 1
+    if skipped:
+        sys.stdout.flush()
+        detail = ", ".join(f"{name}: {n}" for name, n in sorted(skipped.items()))
+        print(
+            f"kraft dump-log: skipped {sum(skipped.values())} records of unknown type or version ({detail})",
+            file=sys.stderr,
+        )
     return 0
