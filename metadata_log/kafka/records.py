@@ -21,7 +21,9 @@ may count and pass over.
 
 from __future__ import annotations
 
+import base64
 import struct
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,10 +164,19 @@ def _decode_control(
 # ------------------------------------------------------------------ to native records
 
 
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def canonical_uuid(kafka_text: str) -> str:
+    """Kafka's base64 Uuid text in the dashed form the native records use for
+    incarnation ids (topic ids are base64 in both)."""
+    return str(uuid.UUID(bytes=base64.urlsafe_b64decode(kafka_text + "==")))
+
+
 def _register_broker(f: dict[str, Any]) -> Record:
     return RegisterBrokerRecord(
         broker_id=f["broker_id"],
-        incarnation_id=f["incarnation_id"],
+        incarnation_id=canonical_uuid(f["incarnation_id"]),
         broker_epoch=f["broker_epoch"],
         endpoints=tuple(
             Endpoint(
@@ -219,7 +230,8 @@ def _voters(f: dict[str, Any]) -> Record:
     for v in f["voters"]:
         eps = v["endpoints"]
         url = f"{eps[0]['host']}:{eps[0]['port']}" if eps else ""
-        entries.append(VoterEntry(v["voter_id"], v["voter_directory_id"], url))
+        directory = "" if v["voter_directory_id"] == ZERO_UUID else v["voter_directory_id"]
+        entries.append(VoterEntry(v["voter_id"], directory, url))
     return VotersRecord(tuple(entries))
 
 
