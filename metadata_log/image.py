@@ -10,7 +10,9 @@ no clock. Rules follow Kafka 3.x:
   sets the leader (even to the same broker), partition_epoch on every change;
 - every registration replaces the broker's registration, with the record's epoch;
 - records between BeginTransactionRecord and EndTransactionRecord are applied
-  only at the end record (KIP-868); an AbortTransactionRecord drops them.
+  only at the end record (KIP-868); an AbortTransactionRecord drops them. A
+  large transaction's end can be applied in slices (`replay_in_steps`), so a
+  shell serving the network meanwhile never stops for a million records.
 
 A record that contradicts the image (a fence for an unknown broker, a change to
 an unknown partition) raises MetadataReplayError naming the offset: a diverged
@@ -196,6 +198,7 @@ class MetadataImage:
         "configs",
         "features",
         "_txn",
+        "_applying",
         "_journal",
         "listener",
     )
@@ -211,6 +214,8 @@ class MetadataImage:
         self.features: dict[str, int] = {}
         # Records of an open metadata transaction, applied at its end record.
         self._txn: list[tuple[MetadataRecord, int]] | None = None
+        # True while `replay_in_steps` applies a transaction's end in slices.
+        self._applying = False
         # Undo journal of uncommitted replays (None: off): entries (offset, container,
         # key, old value or _MISSING). Lets an active controller that loses leadership
         # return to the committed state without a reload (Kafka's SnapshotRegistry).
@@ -224,6 +229,8 @@ class MetadataImage:
         """Apply one record at `offset`. Control records only move the offset."""
         if offset <= self.offset:
             raise MetadataReplayError(offset, f"offset is not after the image's {self.offset}")
+        if self._applying:
+            raise MetadataReplayError(offset, "replayed while a transaction's end is applied")
         t = type(record)
         if self._journal is not None:
             self._journal.append((offset, _ATTR, "offset", self.offset))
@@ -242,8 +249,9 @@ class MetadataImage:
             if self._txn is None:
                 raise MetadataReplayError(offset, "EndTransactionRecord without a transaction")
             pending, self._txn = self._txn, None
+            apply = self._apply
             for rec, off in pending:
-                self._apply(rec, off)
+                apply(rec, off)
         elif t is AbortTransactionRecord:
             if self._txn is None:
                 raise MetadataReplayError(offset, "AbortTransactionRecord without a transaction")
@@ -252,6 +260,37 @@ class MetadataImage:
             self._txn.append((record, offset))  # type: ignore[arg-type]
         else:
             self._apply(record, offset)
+
+    def replay_in_steps(self, record: Record, offset: int, step: int) -> Iterator[int]:
+        """`replay(record, offset)` in slices of `step` records, yielding (the records
+        applied so far) between two slices: the EndTransactionRecord of a large
+        transaction applies all of its records, a million for a fence of a broker in
+        every ISR. Until the iterator is exhausted the image is half-applied:
+        `in_transaction` stays true (no snapshot is taken of it) and `replay`
+        refuses. Equal to `replay` once exhausted, journal included."""
+        pending = self._txn
+        if type(record) is not EndTransactionRecord or pending is None or len(pending) <= step:
+            self.replay(record, offset)
+            return
+        if offset <= self.offset:
+            raise MetadataReplayError(offset, f"offset is not after the image's {self.offset}")
+        if self._applying:
+            raise MetadataReplayError(offset, "replayed while a transaction's end is applied")
+        if self._journal is not None:
+            self._journal.append((offset, _ATTR, "offset", self.offset))
+            self._journal.append((offset, _ATTR, "_txn", pending))
+        self.offset = offset
+        self._applying = True
+        apply = self._apply
+        try:
+            for i in range(0, len(pending), step):
+                if i:
+                    yield i
+                for rec, off in pending[i : i + step]:
+                    apply(rec, off)
+        finally:
+            self._applying = False
+        self._txn = None
 
     def replay_batch(
         self, base_offset: int, records: Iterable[Record], append_time_ms: int = 0

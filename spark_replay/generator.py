@@ -324,7 +324,10 @@ class StoryGenerator:
         self.last_write_ms = self.now
 
     def _commit(self, result: ControllerResult | None) -> None:
-        if result is None or not result.records:
+        if result is None:
+            return
+        result = result.drained()  # a fence's records are generated lazily
+        if not result.records:
             return
         self._write(result.records)
         if self.check is not None and not self.ctl.image.in_transaction:

@@ -9,7 +9,7 @@ that fails mid-way leaves a transaction that the next leader aborts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from metadata_log.batch import HEADER_SIZE
@@ -39,29 +39,46 @@ class BatchPlan:
     records: list[MetadataRecord]  # exactly what the batches hold, markers included
 
 
+class RecordEncoder:
+    """Encodes records at the versions `metadata_version` (the image's level) allows,
+    looked up once per class (a fence of a big broker is a million records of one
+    class); a shell encodes a large result a slice at a time with it."""
+
+    def __init__(self, metadata_version: int | None = None) -> None:
+        self.metadata_version = metadata_version
+        self._versions: dict[type, int] = {}
+
+    def encode(self, records: Iterable[MetadataRecord]) -> list[bytes]:
+        mv = self.metadata_version
+        if mv is None:
+            return [encode_record(r) for r in records]
+        versions = self._versions
+        out = []
+        for r in records:
+            t = type(r)
+            v = versions.get(t)
+            if v is None:
+                v = versions[t] = record_version(t, mv)
+            out.append(encode_record(r, v))
+        return out
+
+
 def to_batches(
     records: Sequence[MetadataRecord],
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     name: str = "",
     metadata_version: int | None = None,
+    encoded: Sequence[bytes] | None = None,
 ) -> BatchPlan:
-    """`metadata_version` (the image's level) caps the record versions written."""
+    """`metadata_version` (the image's level) caps the record versions written.
+    `encoded`: the records already encoded (RecordEncoder, same metadata_version)."""
     if not records:
         return BatchPlan([], [])
     mv = metadata_version
-    # The version each record class is written at, looked up once per class (a
-    # fence of a big broker is 100k records of one class).
-    versions: dict[type, int] = {}
-    encoded = []
-    for r in records:
-        if mv is None:
-            encoded.append(encode_record(r))
-            continue
-        t = type(r)
-        v = versions.get(t)
-        if v is None:
-            v = versions[t] = record_version(t, mv)
-        encoded.append(encode_record(r, v))
+    if encoded is None:
+        encoded = RecordEncoder(mv).encode(records)
+    elif len(encoded) != len(records):
+        raise ValueError(f"{len(encoded)} encoded records for {len(records)} records")
     room = max_batch_bytes - HEADER_SIZE
     if sum(len(e) for e in encoded) <= room:
         return BatchPlan([EncodedBatch(b"".join(encoded), len(encoded))], list(records))

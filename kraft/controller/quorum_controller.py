@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kraft.controller.configs import UNCLEAN_LEADER_ELECTION_ENABLE, validate_topic_configs
 from kraft.controller.errors import ApiError, invalid
 from kraft.controller.heartbeat import BrokerControlState, BrokerHeartbeatManager
-from kraft.controller.partition_change import Election, PartitionChangeBuilder, isr_without
+from kraft.controller.partition_change import Election, PartitionChangeBuilder, removal_change
 from kraft.controller.placement import place_replicas
 from kraft.controller.requests import (
     AlterConfigsRequest,
@@ -47,6 +47,7 @@ from metadata_log.records import (
     TOPIC_RESOURCE,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
+    EndTransactionRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -81,14 +82,21 @@ class ControllerConfig:
 
 @dataclass(frozen=True)
 class ControllerResult:
+    """A command's records and reply. The records commit all or none: a result too
+    large for one batch is written as a metadata transaction (KIP-868)."""
+
     records: tuple[MetadataRecord, ...]
     reply: Any = None
-    # True: the records must commit all or none (too large for one batch becomes a
-    # metadata transaction). Every result here is atomic; the flag is Kafka's.
-    atomic: bool = True
     # Records still to generate, after `records` (a large fence): the shell draws
     # them in steps, with nothing else run against the controller meanwhile.
     more: Iterator[MetadataRecord] | None = None
+
+    def drained(self) -> ControllerResult:
+        """This result with every record generated (`more` drawn to its end), for a
+        caller that replays it at once."""
+        if self.more is None:
+            return self
+        return ControllerResult((*self.records, *self.more), self.reply)
 
 
 class ReplicationIndex:
@@ -194,6 +202,31 @@ class QuorumController:
             off += 1
         self.image.last_append_time_ms = max(self.image.last_append_time_ms, append_time_ms)
 
+    def replay_in_steps(
+        self, base_offset: int, records: Sequence[Record], append_time_ms: int, step: int
+    ) -> Iterator[int]:
+        """`replay_batch` in slices of about `step` records, yielding (the records
+        replayed so far) between two slices; the records an EndTransactionRecord
+        applies count too. The shell replays a million-record change so, letting
+        Raft run between slices; nothing else may replay until it is exhausted."""
+        if step < 1:
+            raise ValueError(f"step must be >= 1, got {step}")
+        n = len(records)
+        i = 0
+        while i < n:
+            if i:
+                yield i
+            chunk = records[i : i + step]
+            end = next((k for k, r in enumerate(chunk) if type(r) is EndTransactionRecord), -1)
+            if end < 0:
+                self.replay_batch(base_offset + i, chunk, append_time_ms)
+                i += len(chunk)
+                continue
+            if end > 0:
+                self.replay_batch(base_offset + i, chunk[:end], append_time_ms)
+            yield from self.image.replay_in_steps(chunk[end], base_offset + i + end, step)
+            i += end + 1
+
     def load_snapshot(self, image: MetadataImage) -> None:
         """Replace the state with a snapshot's image (a standby far behind, or start-up)."""
         if self.active:
@@ -271,15 +304,12 @@ class QuorumController:
     ) -> Iterator[MetadataRecord]:
         """_partition_updates one record at a time (the image must not change meanwhile)."""
         # Nothing replays while the updates are generated: whether a broker can lead,
-        # and each topic's unclean setting, are computed once, not per partition.
-        acceptable_by_broker: dict[int, bool] = {}
-
-        def acceptable(b: int) -> bool:
-            ok = acceptable_by_broker.get(b)
-            if ok is None:
-                ok = b != broker_to_remove and (b == broker_to_add or self._acceptable(b))
-                acceptable_by_broker[b] = ok
-            return ok
+        # and each topic's unclean setting, are computed once, not per partition (a
+        # dict's bound get: no Python call per replica; None for an unknown broker).
+        acceptable = {
+            b: b != broker_to_remove and (b == broker_to_add or self._acceptable(b))
+            for b in self.image.brokers
+        }.get
 
         # In (topic id, partition id) order; grouped first, as sorting 100k
         # (str, int) pairs of one topic compares the same long string 1.7M times.
@@ -294,12 +324,17 @@ class QuorumController:
             topic = self.image.topics[topic_id]
             partitions = topic.partitions
             unclean = self._unclean_enabled(topic.name)
+            if broker_to_remove is not None:
+                # a fence: removal_change is the builder's rule without a builder
+                b = broker_to_remove
+                for pid in sorted(by_topic[topic_id]):
+                    rec = removal_change(partitions[pid], topic_id, pid, b, acceptable, unclean)
+                    if rec is not None:
+                        yield rec
+                continue
             for pid in sorted(by_topic[topic_id]):
                 p = partitions[pid]
-                builder = PartitionChangeBuilder(p, topic_id, pid, acceptable, unclean)
-                if broker_to_remove is not None:
-                    builder.set_target_isr(isr_without(p.isr, broker_to_remove))
-                rec = builder.build()
+                rec = PartitionChangeBuilder(p, topic_id, pid, acceptable, unclean).build()
                 if rec is not None:
                     yield rec
 
@@ -452,27 +487,13 @@ class QuorumController:
     def maybe_fence_stale_broker(self, now_ms: int) -> ControllerResult | None:
         """Fence the single stalest broker whose session has expired, if any.
 
-        The caller replays these records before calling again, so each fence's
-        partition changes are computed against the previous fence's result.
+        Its records are still to generate: `more` yields the partition changes, then
+        the FenceBrokerRecord. The caller draws them before anything else touches
+        the controller, in steps (a broker in a million ISRs is a million changes:
+        drawn at once they stopped the shell's event loop past the Raft fetch
+        timeout), or at once with `drained()`. It replays them before calling
+        again, so each fence's partition changes see the previous fence's result.
         """
-        self.now_ms = now_ms
-        hb = self._hb()
-        broker_id = hb.find_one_stale_broker(now_ms)
-        if broker_id is None:
-            return None
-        b = self.image.brokers[broker_id]
-        records = self._remove_broker_from_partitions(broker_id)
-        records.append(FenceBrokerRecord(broker_id, b.broker_epoch))
-        # Soft state moves now: a second call before replay must not pick it again.
-        hb.fence(broker_id)
-        return ControllerResult(tuple(records), {"fenced_broker": broker_id})
-
-    def maybe_fence_stale_broker_lazily(self, now_ms: int) -> ControllerResult | None:
-        """maybe_fence_stale_broker with its records still to generate: `more` yields
-        the partition changes, then the FenceBrokerRecord. The caller consumes it
-        in steps before anything else touches the controller (a broker leading 100k
-        partitions is 100k builder runs: done at once they stopped the shell's
-        event loop past the Raft fetch timeout on a loaded machine)."""
         self.now_ms = now_ms
         hb = self._hb()
         broker_id = hb.find_one_stale_broker(now_ms)
@@ -486,7 +507,8 @@ class QuorumController:
             yield from self._iter_partition_updates(keys, broker_to_remove=broker_id)
             yield FenceBrokerRecord(broker_id, b.broker_epoch)
 
-        hb.fence(broker_id)  # soft state moves now, as in maybe_fence_stale_broker
+        # Soft state moves now: a second call before replay must not pick it again.
+        hb.fence(broker_id)
         return ControllerResult((), {"fenced_broker": broker_id}, more=records())
 
     def unregister_broker(self, broker_id: int, now_ms: int) -> ControllerResult:

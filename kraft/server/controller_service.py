@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kraft.clock import mono_ms, wall_ms
-from kraft.controller.batching import DEFAULT_MAX_BATCH_BYTES, EncodedBatch, to_batches
+from kraft.controller.batching import EncodedBatch, RecordEncoder, to_batches
 from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
+from kraft.server.chunked_replay import REPLAY_CHUNK, ChunkedReplay
 from metadata_log.image import MetadataImage
 from metadata_log.records import METADATA_VERSION_FEATURE, AbortTransactionRecord, MetadataRecord
 
@@ -74,22 +75,28 @@ class _Event:
     enqueued_ms: int  # by the service's clock
 
 
-# Records replayed between two yields to the event loop (a few ms of work).
-REPLAY_CHUNK = 2048
+# One batch fits one Raft fetch (RaftConfig.fetch_max_bytes) and decodes on a
+# standby in about 30 ms: a larger result is a metadata transaction of such batches.
+MAX_BATCH_BYTES = 1024 * 1024
 
 
 @dataclass
-class _PendingReplay:
-    base: int  # -1 until appended
+class _LargeWrite:
+    """A command's write too large for one turn of the loop: its records are first
+    generated and encoded a slice at a time (`more`), then appended at once, then
+    replayed by the ChunkedReplay; its reply waits for both the commit and the end
+    of the replay."""
+
+    encoder: RecordEncoder
     records: list[MetadataRecord]
-    done: int  # how many are replayed
+    encoded: list[bytes]
     append_time_ms: int  # wall clock: the image's last append time, as on standbys
-    last: int
     future: asyncio.Future[Any] | None = None
     reply: Any = None
     started: float = 0.0
     # records still to generate (ControllerResult.more); appended once exhausted
     more: Iterator[MetadataRecord] | None = None
+    last: int = -1  # the last offset, once appended
     committed_at: float | None = None  # perf_counter when the high watermark passed `last`
 
 
@@ -102,7 +109,7 @@ class ControllerService:
         queue_size: int = 10_000,
         request_timeout_ms: int = 30_000,
         max_idle_interval_ms: int = 500,
-        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
         clock: Callable[[], int] = mono_ms,
         timestamp: Callable[[], int] = wall_ms,
         on_event_time: Callable[[str, float], None] | None = None,
@@ -132,12 +139,14 @@ class ControllerService:
         self._task: asyncio.Task[None] | None = None
         self._timer_task: asyncio.Task[None] | None = None
         self._last_write_ms = 0
-        # A large write (a fence of a broker leading 100k partitions) is appended at
-        # once but replayed REPLAY_CHUNK records at a time, yielding to the loop in
-        # between so Raft keeps serving fetches (a loop stopped for longer than the
+        # A large write (a fence of a broker in a million ISRs) is generated and
+        # encoded in slices, appended at once and replayed REPLAY_CHUNK records at a
+        # time (the ChunkedReplay standbys use too), yielding to the loop in between
+        # so Raft keeps serving fetches (a loop stopped for longer than the
         # followers' fetch timeout loses the leadership). Until it is done no other
         # event runs and no reply or read sees the image.
-        self._replay: _PendingReplay | None = None
+        self._replayer = ChunkedReplay(controller, REPLAY_CHUNK)
+        self._replay: _LargeWrite | None = None
         self._replay_idle = asyncio.Event()
         self._replay_idle.set()
 
@@ -332,74 +341,86 @@ class ControllerService:
         self._last_write_ms = now_ms
         stamp = self.timestamp()
         # replay exactly what was appended, at the offsets Raft assigned
+        self._replayer.add(base, plan.records, stamp, len(plan.records))
         if chunked and len(plan.records) > REPLAY_CHUNK:
-            self.controller.replay_batch(base, plan.records[:REPLAY_CHUNK], stamp)
-            self._replay = _PendingReplay(base, plan.records, REPLAY_CHUNK, stamp, last)
+            self._replayer.step()
+            self._replay = _LargeWrite(RecordEncoder(mv), [], [], stamp, last=last)
             self._replay_idle.clear()
             return last
-        self.controller.replay_batch(base, plan.records, stamp)
+        self._replayer.finish_now()
         assert self.controller.image.offset == last, (self.controller.image.offset, last)
         return last
 
-    def _generate_step(self, r: _PendingReplay) -> bool:
-        """Draw the next records of a result still being generated; once all are
-        there, append them. True when the write is over (failed: not the leader)."""
-        assert r.more is not None
-        before = len(r.records)
-        r.records.extend(itertools.islice(r.more, REPLAY_CHUNK))
-        if len(r.records) - before == REPLAY_CHUNK:
-            return False
-        r.more = None
-        mv = self.controller.image.features.get(METADATA_VERSION_FEATURE)
-        plan = to_batches(r.records, self.max_batch_bytes, metadata_version=mv)
+    def _generate_step(self, w: _LargeWrite) -> None:
+        """Draw and encode the next records of a result still being generated; once
+        all are there, append them and start their replay (a write that cannot be
+        appended, this node no longer leading, fails NOT_CONTROLLER)."""
+        assert w.more is not None
+        part = list(itertools.islice(w.more, REPLAY_CHUNK))
+        w.records += part
+        w.encoded += w.encoder.encode(part)
+        if len(part) == REPLAY_CHUNK:
+            return
+        w.more = None
+        plan = to_batches(
+            w.records,
+            self.max_batch_bytes,
+            metadata_version=w.encoder.metadata_version,
+            encoded=w.encoded,
+        )
+        w.records, w.encoded = [], []
+        if not plan.records:
+            self._end_large_write(w)
+            return
         try:
-            r.base = self.writer.next_offset()
+            base = self.writer.next_offset()
             now = self.clock()
-            r.last = self.writer.append(plan.batches, now)
+            w.last = self.writer.append(plan.batches, now)
         except NotLeaderError:
-            self._drop_generating(r)
-            return True
+            self._drop_generating(w)
+            return
         self._last_write_ms = now
-        r.records = plan.records
-        return False
+        self._replayer.add(base, plan.records, w.append_time_ms, len(plan.records))
 
-    def _drop_generating(self, r: _PendingReplay) -> None:
+    def _drop_generating(self, w: _LargeWrite) -> None:
         """A write that never reached the log: its reply fails NOT_CONTROLLER."""
-        if r.future is not None and not r.future.done():
-            r.future.set_exception(self._not_controller())
+        if w.future is not None and not w.future.done():
+            w.future.set_exception(self._not_controller())
         self._replay = None
         self._replay_idle.set()
 
-    def _replay_step(self, r: _PendingReplay) -> bool:
-        """Replay the next chunk of a pending replay; True when it is complete."""
-        if r.more is not None:
-            return self._generate_step(r)
-        chunk = r.records[r.done : r.done + REPLAY_CHUNK]
-        self.controller.replay_batch(r.base + r.done, chunk, r.append_time_ms)
-        r.done += len(chunk)
-        if r.done < len(r.records):
-            return False
-        assert self.controller.image.offset == r.last, (self.controller.image.offset, r.last)
+    def _replay_step(self, w: _LargeWrite) -> bool:
+        """Generate or replay the next slice of a large write; True when it is over."""
+        if w.more is not None:
+            self._generate_step(w)
+        elif self._replayer.step():
+            self._end_large_write(w)
+        return self._replay is not w
+
+    def _end_large_write(self, w: _LargeWrite) -> None:
+        """Every record of the write is replayed: its reply waits for the commit."""
+        last = self.writer.next_offset() - 1 if w.last < 0 else w.last
+        assert self.controller.image.offset == last, (self.controller.image.offset, last)
         self._replay = None
         self._replay_idle.set()
-        if r.committed_at is not None and isinstance(r.reply, dict):
-            r.reply["committed_at"] = r.committed_at
-        if r.future is not None:
-            self._wait_for(r.last, r.future, r.reply, r.started)
-        return True
+        if w.committed_at is not None and isinstance(w.reply, dict):
+            w.reply["committed_at"] = w.committed_at
+        if w.future is not None:
+            self._wait_for(last, w.future, w.reply, w.started)
 
     async def _continue_replay(self) -> None:
-        r = self._replay
-        while r is not None and self._replay is r and not self._replay_step(r):
+        w = self._replay
+        while w is not None and self._replay is w and not self._replay_step(w):
             await asyncio.sleep(0)  # Raft fetches, heartbeat arrivals (contact noted)
 
     def _finish_replay_now(self) -> None:
-        r = self._replay
-        if r is not None and r.more is not None:
-            self._drop_generating(r)  # nothing of it is in the log
+        w = self._replay
+        if w is not None and w.more is not None:
+            self._drop_generating(w)  # nothing of it is in the log
             return
-        while r is not None and self._replay is r and not self._replay_step(r):
-            pass
+        self._replayer.finish_now()
+        if w is not None:
+            self._end_large_write(w)
 
     def _run_one(self, ev: _Event) -> None:
         now = self.clock()
@@ -421,10 +442,12 @@ class ControllerService:
             result = ev.generate(self.controller, now, self.writer.next_offset())
             if result.more is not None:
                 # generated, appended and replayed in steps by the event task
-                self._replay = _PendingReplay(
-                    -1, list(result.records), 0, self.timestamp(), -1, ev.future, result.reply,
-                    started,
-                    more=result.more,
+                encoder = RecordEncoder(
+                    self.controller.image.features.get(METADATA_VERSION_FEATURE)
+                )
+                self._replay = _LargeWrite(
+                    encoder, list(result.records), encoder.encode(result.records),
+                    self.timestamp(), ev.future, result.reply, started, more=result.more,
                 )  # fmt: skip
                 self._replay_idle.clear()
                 return
@@ -441,7 +464,7 @@ class ControllerService:
             return
         pending = self._replay
         if pending is not None:
-            # answered once replayed (and committed), by _replay_step
+            # answered once replayed (and committed), by _end_large_write
             pending.future, pending.reply, pending.started = ev.future, result.reply, started
             return
         self._wait_for(last, ev.future, result.reply, started)
@@ -564,7 +587,7 @@ class ControllerService:
 
 
 def _fence_one(c: QuorumController, now: int) -> ControllerResult | None:
-    result = c.maybe_fence_stale_broker_lazily(now)
+    result = c.maybe_fence_stale_broker(now)
     if result is None or result.more is None:
         return result
     log.info(
@@ -579,4 +602,4 @@ def _fence_one(c: QuorumController, now: int) -> ControllerResult | None:
             reply["records"] += 1
             yield rec
 
-    return ControllerResult(result.records, reply, result.atomic, more=counted())
+    return ControllerResult(result.records, reply, more=counted())

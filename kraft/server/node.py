@@ -39,7 +39,6 @@ import logging
 import os
 import random
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -62,7 +61,8 @@ from kraft.raft.file_log_adapter import FileReplicatedLog
 from kraft.raft.quorum_state import QuorumStateFile
 from kraft.raft.state import LeaderAndEpoch
 from kraft.raft.transport import HttpTransport
-from kraft.server.controller_service import REPLAY_CHUNK, ControllerService
+from kraft.server.chunked_replay import REPLAY_CHUNK, ChunkedReplay
+from kraft.server.controller_service import ControllerService
 from kraft.server.controller_service import NotLeaderError as ServiceNotLeaderError
 from kraft.server.heartbeat_front import HeartbeatFronts
 from kraft.server.http_codec import error_middleware
@@ -499,14 +499,15 @@ class ControllerNode:
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = mono_ms()  # the snapshot interval's timer
         self._snapshot_task: asyncio.Task[None] | None = None
-        # Committed batches a standby has still to replay, oldest first, and how many
-        # records of the first are replayed. A large batch (a fence of a broker leading
-        # 100k partitions) is replayed REPLAY_CHUNK records per loop pass: replayed at
-        # once it stopped this node's fetches past the fetch timeout, and the
-        # followers, all busy with the same batch, elected a new leader.
-        self._to_replay: deque[CommittedBatch] = deque()
-        self._replayed_in_first = 0
+        # Committed batches a standby has still to replay: a large change (a fence of
+        # a broker in a million ISRs) is replayed REPLAY_CHUNK records per loop pass
+        # by the same ChunkedReplay the active controller uses. Replayed at once it
+        # stopped this node's fetches past the fetch timeout, and the followers, all
+        # busy with the same change, elected a new leader.
+        self._replayer = ChunkedReplay(self.controller, REPLAY_CHUNK)
         self._replay_task: asyncio.Task[None] | None = None
+        # The epoch this node won but activates only once its backlog is replayed.
+        self._activating: LeaderAndEpoch | None = None
         self._snapshot_voters: VotersRecord | None = None
         self.snapshots_written = 0
         self._runner: web.AppRunner | None = None
@@ -623,9 +624,7 @@ class ControllerNode:
             self.service.on_lost_leadership()
             self._active_from = None
         # the snapshot covers what was still waiting to be replayed
-        while self._to_replay and self._to_replay[0].last_offset <= image.offset:
-            self._to_replay.popleft()
-            self._replayed_in_first = 0
+        self._replayer.drop_through(image.offset)
         self.controller.load_snapshot(image)
         freeze_heap()
         self._bytes_since_snapshot = 0
@@ -643,46 +642,38 @@ class ControllerNode:
         if self._active_from is not None and batch.base_offset >= self._active_from:
             # Our own batch: already replayed when appended; now it is committed.
             self.service.on_committed(batch.last_offset)
-        elif not self._to_replay and batch.header.record_count <= REPLAY_CHUNK:
-            self.controller.replay_batch(batch.base_offset, batch.records, batch.append_time_ms)
         else:
-            self._to_replay.append(batch)
-            if self._replay_task is None:
+            # decoded when its turn comes; a small batch with nothing queued before it
+            # is replayed here in one step
+            r = self._replayer
+            n = batch.header.record_count
+            r.add(batch.base_offset, lambda: batch.records, batch.append_time_ms, n)
+            if self._replay_task is None and not r.step():
                 self._replay_task = asyncio.get_running_loop().create_task(
-                    self._replay_committed(), name="controller-standby-replay"
+                    self._replay_committed(), name="controller-replay"
                 )
         self._bytes_since_snapshot += batch.size_bytes
         self._maybe_snapshot()  # not while batches wait: the image is behind the commit
 
-    def _replay_chunk(self) -> None:
-        """Replay the next chunk of the oldest waiting batch."""
-        batch = self._to_replay[0]
-        records = batch.records
-        i = self._replayed_in_first
-        chunk = records[i : i + REPLAY_CHUNK]
-        self.controller.replay_batch(batch.base_offset + i, chunk, batch.append_time_ms)
-        i += len(chunk)
-        if i >= len(records):
-            self._to_replay.popleft()
-            i = 0
-        self._replayed_in_first = i
-
     async def _replay_committed(self) -> None:
         try:
-            while self._to_replay:
-                self._replay_chunk()
-                await asyncio.sleep(0)  # fetches go on meanwhile
+            await self._replayer.drain()  # fetches go on between slices
         finally:
             self._replay_task = None
+        if self._activating is not None:
+            leader, self._activating = self._activating, None
+            self.handle_leader_change(leader)
         self._maybe_snapshot()
 
-    def _replay_all_now(self) -> None:
-        while self._to_replay:
-            self._replay_chunk()
-
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        self._activating = None
         if leader.leader_id == self.node_id:
-            self._replay_all_now()  # activation starts from the whole committed log
+            if not self._replayer.idle:
+                # Activation starts from the whole committed log, replayed in slices
+                # first (replayed at once, a big backlog cost the new leader its
+                # followers); meanwhile writes are refused NOT_CONTROLLER.
+                self._activating = leader
+                return
             self._active_from = self.raft.next_offset()
             self.service.on_became_leader()
         elif self._active_from is not None:

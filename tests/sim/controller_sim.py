@@ -490,8 +490,8 @@ class ControllerSimulation(Simulation):
             self._count(f"err:{e.code}")
             self._reply(nid, cmd.reply_to, ("err", e.code, self._hint(nid)))
             return
-        if result is None:
-            result = ControllerResult(())
+        # the shell's steps are one instant here: a fence's records are drawn at once
+        result = ControllerResult(()) if result is None else result.drained()
         if cmd.name == "fence":
             self._check_fence(nid, st, result)
         if cmd.name == "register" and result.records:

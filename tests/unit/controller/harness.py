@@ -37,6 +37,7 @@ class Harness:
     def apply(self, result: ControllerResult | None) -> ControllerResult | None:
         if result is None:
             return None
+        result = result.drained()
         for rec in result.records:
             off = self.next_offset
             self.log.append((off, rec))

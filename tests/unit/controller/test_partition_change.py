@@ -101,3 +101,40 @@ def test_controlled_shutdown_of_leader() -> None:
         .build()
     )
     assert rec == PartitionChangeRecord("T", 0, isr=(1, 2), leader=1)
+
+
+def test_removal_change_equals_the_builder_on_every_small_case() -> None:
+    """The fence's fast path is the builder's rule: every partition of up to three
+    replicas over brokers 1-4 (any ISR order, any leader, either recovery state),
+    every removed broker, every set of fenced brokers, clean and unclean."""
+    import itertools
+
+    from kraft.controller.partition_change import removal_change
+
+    brokers = (1, 2, 3, 4)
+    checked = changed = 0
+    for rf in (1, 2, 3):
+        for replicas in itertools.permutations(brokers, rf):
+            isrs = [isr for n in range(1, rf + 1) for isr in itertools.permutations(replicas, n)]
+            for isr, leader, recovery in itertools.product(isrs, (-1, *replicas), (0, 1)):
+                p = PartitionRegistration(replicas, isr, (), (), leader, recovery, 7, 9)
+                for removed, fenced in itertools.product(brokers, range(16)):
+
+                    def ok(b: int, removed: int = removed, fenced: int = fenced) -> bool:
+                        return b != removed and not fenced >> (b - 1) & 1
+
+                    for unclean in (False, True):
+                        want = (
+                            PartitionChangeBuilder(p, "T", 3, ok, unclean)
+                            .set_target_isr(isr_without(p.isr, removed))
+                            .build()
+                        )
+                        assert removal_change(p, "T", 3, removed, ok, unclean) == want, (
+                            p,
+                            removed,
+                            fenced,
+                            unclean,
+                        )
+                        checked += 1
+                        changed += want is not None
+    assert checked > 100_000 and 0 < changed < checked

@@ -1,0 +1,93 @@
+"""ChunkedReplay: records replayed a bounded slice per step, on every controller.
+
+One mechanism for the two paths that replay large changes: the active controller
+replaying what it just appended, and a standby replaying committed batches. A
+fence of a broker in every ISR is a million PartitionChangeRecords in a metadata
+transaction whose end record applies them all; replayed at once, that stopped
+the process's event loop for seconds, past the Raft fetch timeout, and the
+quorum elected a new leader (issue 26). Here each `step()` replays at most
+`chunk` records, those a transaction's end applies included
+(QuorumController.replay_in_steps), and the shell lets the loop run between
+steps (`drain`), so fetches, votes and heartbeats are served meanwhile.
+
+Until `idle`, the controller's image is mid-change: nothing else may replay into
+it, and readers wait (the shells check `idle`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+
+from kraft.controller.quorum_controller import QuorumController
+from metadata_log.records import Record
+
+# Records replayed between two yields to the event loop (a few ms of work).
+REPLAY_CHUNK = 2048
+
+Records = Sequence[Record] | Callable[[], Sequence[Record]]
+
+
+class ChunkedReplay:
+    """A queue of (base offset, records, append time) replayed `chunk` records a step.
+
+    Records may be given as a function returning them (a committed batch decodes
+    only when its turn comes). Pure: no I/O, no clock, no loop."""
+
+    def __init__(self, controller: QuorumController, chunk: int = REPLAY_CHUNK) -> None:
+        if chunk < 1:
+            raise ValueError(f"chunk must be >= 1, got {chunk}")
+        self.controller = controller
+        self.chunk = chunk
+        self._queue: deque[tuple[int, Records, int, int]] = deque()  # + the last offset
+        self._steps: Iterator[int] | None = None
+        self._steps_last = -1  # the last offset of the batch in progress
+        self.last_offset = -1  # the last offset added
+
+    @property
+    def idle(self) -> bool:
+        return self._steps is None and not self._queue
+
+    def __len__(self) -> int:
+        """Batches not yet wholly replayed (the one in progress included)."""
+        return len(self._queue) + (self._steps is not None)
+
+    def add(self, base_offset: int, records: Records, append_time_ms: int, count: int) -> None:
+        """Queue `count` records from `base_offset`, replayed after those queued before."""
+        if count < 1:
+            return
+        self.last_offset = base_offset + count - 1
+        self._queue.append((base_offset, records, append_time_ms, self.last_offset))
+
+    def step(self) -> bool:
+        """Replay the next slice; True when nothing is left."""
+        if self._steps is None:
+            if not self._queue:
+                return True
+            base, records, append_time_ms, self._steps_last = self._queue.popleft()
+            recs = records() if callable(records) else records
+            self._steps = self.controller.replay_in_steps(base, recs, append_time_ms, self.chunk)
+        if next(self._steps, None) is not None:
+            return False  # a slice replayed, more of this batch to come
+        self._steps = None  # the batch's last slice replayed
+        return not self._queue
+
+    def finish_now(self) -> None:
+        """Replay everything queued, without yielding (activation, losing leadership)."""
+        while not self.step():
+            pass
+
+    def drop_through(self, offset: int) -> None:
+        """Forget the batches that end at or before `offset`: a snapshot to that offset
+        replaces the image (the batch in progress too: its image is gone)."""
+        if self._steps is not None and self._steps_last <= offset:
+            self._steps.close()  # leaves the discarded image's half-applied state
+            self._steps = None
+        while self._queue and self._queue[0][3] <= offset:
+            self._queue.popleft()
+
+    async def drain(self) -> None:
+        """Replay everything queued, letting the event loop run between slices."""
+        while not self.step():
+            await asyncio.sleep(0)
