@@ -6,9 +6,14 @@ STAMP := $(VENV)/.installed
 SIM_SEEDS ?= 500
 CHAOS_MINUTES ?= 2
 
-.PHONY: install test demo chaos bench lint sim clean certs fuzz
+.PHONY: install java-runtime test demo chaos bench lint sim clean certs fuzz
 
-install: $(STAMP)
+install: $(STAMP) java-runtime
+
+# Spark needs Java 17+: installed from Debian when missing (as root), else one clear
+# line and exit 2, so that the Spark tests are never left out in silence.
+java-runtime:
+	@sh scripts/ensure-java.sh
 
 # Re-installs only when pyproject.toml changes: a no-op in seconds once done.
 $(STAMP): pyproject.toml

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import time
@@ -48,6 +47,7 @@ from tests.integration.chaos_cluster import (
     TopicWriter,
     http_get,
 )
+from tests.toolchain import spark_missing
 
 pytestmark = pytest.mark.integration
 
@@ -366,9 +366,9 @@ def test_dead_broker_fenced_and_live_brokers_unfenced(chaos_result: ChaosResult)
 
 @pytest.mark.timeout(_TIMEOUT)
 def test_spark_replay_state_equals_the_image(chaos_result: ChaosResult, tmp_path: Path) -> None:
-    pytest.importorskip("pyspark")
-    if shutil.which("java") is None:
-        pytest.skip("spark-replay needs Java")
+    missing = spark_missing()
+    if missing is not None:
+        pytest.fail(missing, pytrace=False)
     from spark_replay import history as H
 
     r = chaos_result

@@ -6,16 +6,21 @@ the CLI does. Every test here is marked `spark`.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytest.importorskip("pyspark")
-if shutil.which("java") is None:  # pragma: no cover - CI without Java
-    pytest.skip("Spark tests need Java", allow_module_level=True)
+from tests.toolchain import spark_missing
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _spark_runtime() -> None:
+    """Every Spark test fails, never skips, when pyspark or Java is missing."""
+    missing = spark_missing()
+    if missing is not None:
+        pytest.fail(missing, pytrace=False)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
