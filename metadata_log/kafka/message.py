@@ -122,7 +122,7 @@ def _array(element: Reader, nullable: bool, name: str) -> Reader:
                 raise MessageError(f"{name} is null but not nullable at this version")
             return None, pos
         if n - 1 > len(buf) - pos:  # every element takes at least one byte
-            raise MessageError(f"{name} declares {n - 1} elements, more than the body holds")
+            raise MessageError(f"{name} declares {n - 1} elements, more than the record body holds")
         out = []
         for _ in range(n - 1):
             v, pos = element(buf, pos)
@@ -190,7 +190,9 @@ def struct_reader(fields: list[dict[str, Any]], version: int) -> Reader:
                 size, pos = read_uvarint(buf, pos)
                 end = pos + size
                 if end > len(buf):
-                    raise MessageError(f"tagged field {tag} of {size} bytes runs past the body")
+                    raise MessageError(
+                        f"tagged field {tag} of {size} bytes runs past the record body"
+                    )
                 known = tagged.get(tag)
                 if known is None:
                     unknown[tag] = bytes(buf[pos:end]).hex()
