@@ -9,13 +9,16 @@ than raised; anything else wrong is an error naming the file and offset.
 
 from __future__ import annotations
 
+import mmap
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
-from metadata_log.errors import RecordDecodeError
+from metadata_log.errors import IncompleteBatchError, RecordDecodeError
 from metadata_log.kafka.batch import KafkaBatchHeader, parse_header, raw_records
 from metadata_log.kafka.records import KafkaRecord, UnknownKafkaRecordError, decode_record
+from metadata_log.replay import metadata_dir, segment_files, snapshot_files
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +52,35 @@ def iter_batches(
         h = parse_header(buf, pos, path)
         yield decode_batch(buf, h, path, skipped)
         pos += h.size
+
+
+def iter_file(
+    path: Path, skipped: Counter[str] | None = None, *, allow_torn_tail: bool = False
+) -> Iterator[KafkaBatch]:
+    """Every batch of one Kafka segment or `.checkpoint` file, opened read-only."""
+    with path.open("rb") as f:
+        if path.stat().st_size == 0:
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            try:
+                yield from iter_batches(data, str(path), skipped)
+            except IncompleteBatchError:
+                if not allow_torn_tail:
+                    raise
+
+
+def log_files(log_dir: str | Path) -> tuple[list[Path], list[Path]]:
+    """(snapshots, segments) of a Kafka data dir or its __cluster_metadata-0 folder,
+    oldest first; every other file there (indexes, quorum-state, ...) is ignored."""
+    directory = metadata_dir(log_dir)
+    return [p for _, _, p in snapshot_files(directory)], [p for _, p in segment_files(directory)]
+
+
+def iter_log(
+    log_dir: str | Path, skipped: Counter[str] | None = None
+) -> Iterator[tuple[Path, KafkaBatch]]:
+    """Every batch of every segment in offset order (a torn tail only at the very end)."""
+    _, segments = log_files(log_dir)
+    for i, path in enumerate(segments):
+        for batch in iter_file(path, skipped, allow_torn_tail=i == len(segments) - 1):
+            yield path, batch

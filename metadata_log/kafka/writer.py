@@ -32,7 +32,7 @@ import crc32c
 
 from metadata_log.batch import decode_records, iter_headers
 from metadata_log.kafka.batch import ATTR_CONTROL, HEADER, MAGIC
-from metadata_log.kafka.message import in_range
+from metadata_log.kafka.message import in_range, uuid_text
 from metadata_log.kafka.records import CONTROL_KEY, FRAME_VERSION, SECURITY_PROTOCOLS
 from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
 from metadata_log.records import Record, is_control
@@ -195,20 +195,23 @@ def _voter_fields(v: Any) -> dict[str, Any]:
     host, _, port = v.url.rpartition("/")[2].rpartition(":")
     return {
         "voter_id": v.voter_id,
-        "voter_directory_id": v.directory_id or ZERO_UUID,
+        "voter_directory_id": uuid_text(uuid_bytes(v.directory_id))
+        if v.directory_id
+        else ZERO_UUID,
         "endpoints": ({"name": "CONTROLLER", "host": host, "port": int(port or 0)},),
         "kraft_version_feature": {"min_supported_version": 0, "max_supported_version": 1},
     }
 
 
 def to_kafka(rec: Record) -> tuple[str, int, dict[str, Any]]:
-    """(Kafka record name, version, fields) of a native record."""
+    """(Kafka record name, version, fields) of a native record, the fields as the
+    decoder gives them (UUIDs in Kafka's base64 text)."""
     name = type(rec).__name__
     match name:
         case "RegisterBrokerRecord":
             return name, 3, {
                 "broker_id": rec.broker_id,
-                "incarnation_id": rec.incarnation_id,
+                "incarnation_id": uuid_text(uuid_bytes(rec.incarnation_id)),
                 "broker_epoch": rec.broker_epoch,
                 "end_points": tuple(
                     {"name": e.name, "host": e.host, "port": e.port,
