@@ -412,8 +412,22 @@ def _url(host: str, port: int, scheme: str = "http") -> str:
 class ControllerNode:
     """A controller quorum node: Raft + controller + HTTP, started and stopped as one."""
 
-    def __init__(self, settings: NodeSettings) -> None:
+    def __init__(
+        self,
+        settings: NodeSettings,
+        *,
+        clock: Callable[[], int] = mono_ms,
+        timestamp: Callable[[], int] = wall_ms,
+        rng: random.Random | None = None,
+        transport: Any = None,
+    ) -> None:
+        """`clock`, `timestamp`, `rng` and `transport` are seams for the deterministic
+        simulator (tests/dsim): by default the monotonic and wall clocks, fresh
+        randomness and HTTP to the voters."""
         self.settings = settings
+        self._clock = clock
+        self._timestamp = timestamp
+        rng = rng or random.Random()
         s = settings
         self.node_id = s.node_id
         voters = s.voters or {}
@@ -463,8 +477,10 @@ class ControllerNode:
             self.log,
             QuorumStateFile(self.data_dir),
             self.raft_config,
-            transport=HttpTransport(self.voter_urls, security=self.security.client),
-            rng=random.Random(),
+            transport=transport or HttpTransport(self.voter_urls, security=self.security.client),
+            rng=random.Random(rng.getrandbits(64)),
+            clock=clock,
+            timestamp=timestamp,
             directory_id=self.directory_id,
             bootstrap_servers=s.bootstrap_controllers,
         )
@@ -477,7 +493,7 @@ class ControllerNode:
                 heartbeat_interval_ms=s.get("broker.heartbeat.interval.ms", 2000),
                 unclean_leader_election_enable=s.get("unclean.leader.election.enable", False),
             ),
-            random.Random(),
+            random.Random(rng.getrandbits(64)),
         )
         self.metrics = ControllerMetrics(self._gauges)
         self.controller.metrics = self.metrics
@@ -491,13 +507,15 @@ class ControllerNode:
             on_event_time=lambda _name, ms: self.metrics.event_queue_time.observe(ms),
             on_commit_latency=self.metrics.commit_latency.observe,
             on_fence_committed=self.metrics.fence_committed,
+            clock=clock,
+            timestamp=timestamp,
         )
         self.raft.register_listener(self)
         self.raft.on_state_change = self._on_raft_state
         self._active_from: int | None = None  # first offset this node wrote as active
         self._last_leader: tuple[int, int] | None = None
         self._bytes_since_snapshot = 0
-        self._last_snapshot_ms = mono_ms()  # the snapshot interval's timer
+        self._last_snapshot_ms = clock()  # the snapshot interval's timer
         self._snapshot_task: asyncio.Task[None] | None = None
         # Committed batches a standby has still to replay: a large change (a fence of
         # a broker in a million ISRs) is replayed REPLAY_CHUNK records per loop pass
@@ -696,7 +714,7 @@ class ControllerNode:
     def _maybe_snapshot(self) -> None:
         if self._snapshot_task is not None or self._stopped.is_set():
             return
-        now = mono_ms()
+        now = self._clock()
         due = self._bytes_since_snapshot >= self.snapshot_bytes or (
             self.snapshot_interval_ms > 0
             and self._bytes_since_snapshot > 0
@@ -735,7 +753,7 @@ class ControllerNode:
                 sid,
                 image.to_records(),
                 last_contained_log_time=image.last_append_time_ms,
-                append_time_ms=wall_ms(),  # a timestamp in the snapshot's header
+                append_time_ms=self._timestamp(),  # a timestamp in the snapshot's header
                 voters=self._snapshot_voters,
             )
             if self._stopped.is_set() and self.log.file_log.closed:
@@ -769,7 +787,7 @@ class ControllerNode:
             head = self.log.read(self.log.start_offset, HEADER_SIZE)
             first = parse_header(head, 0, "<log>", self.log.start_offset)
             # retention by age compares the wall clock with a batch's timestamp, as Kafka
-            over_time = wall_ms() - first.append_time_ms > self.retention_ms
+            over_time = self._timestamp() - first.append_time_ms > self.retention_ms
         if not (over_bytes or over_time):
             return False
         before = self.log.start_offset
