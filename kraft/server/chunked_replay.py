@@ -12,11 +12,18 @@ steps (`drain`), so fetches, votes and heartbeats are served meanwhile.
 
 Until `idle`, the controller's image is mid-change: nothing else may replay into
 it, and readers wait (the shells check `idle`).
+
+`GcPause`: the cyclic garbage collector is off while a large change is generated
+and replayed, then what it built is frozen (kraft.server.node.freeze_heap's
+reasoning): each new PartitionRegistration is a tracked object, and the full
+collections a million of them trigger walked them all, half of the replay's time
+(300k partitions: 1.73 s with, 0.87 s without; the longest slice 78 ms, 9 ms).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 
@@ -91,3 +98,32 @@ class ChunkedReplay:
         """Replay everything queued, letting the event loop run between slices."""
         while not self.step():
             await asyncio.sleep(0)
+
+
+class GcPause:
+    """Pauses the cyclic garbage collector while large changes are in progress
+    (nested: the active and standby paths of one process may overlap at a
+    failover). On the last `resume` it is enabled again, if it was before, and
+    everything alive is frozen out of its reach: the image a change built is
+    long-lived and acyclic (refcounting frees what replay replaces)."""
+
+    def __init__(self) -> None:
+        self._depth = 0
+        self._was_enabled = True
+
+    def pause(self) -> None:
+        if self._depth == 0:
+            self._was_enabled = gc.isenabled()
+            gc.disable()
+        self._depth += 1
+
+    def resume(self) -> None:
+        if self._depth == 0:
+            return
+        self._depth -= 1
+        if self._depth == 0 and self._was_enabled:
+            gc.freeze()
+            gc.enable()
+
+
+GC_PAUSE = GcPause()  # one per process: the collector is process-wide

@@ -32,7 +32,7 @@ from kraft.clock import mono_ms, wall_ms
 from kraft.controller.batching import EncodedBatch, RecordEncoder, to_batches
 from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
-from kraft.server.chunked_replay import REPLAY_CHUNK, ChunkedReplay
+from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay
 from metadata_log.image import MetadataImage
 from metadata_log.records import METADATA_VERSION_FEATURE, AbortTransactionRecord, MetadataRecord
 
@@ -227,8 +227,7 @@ class ControllerService:
             fut = self._replay.future
             if fut is not None and not fut.done():
                 fut.set_exception(err)
-            self._replay = None
-            self._replay_idle.set()
+            self._no_large_write()
 
     def on_committed(self, committed_offset: int) -> None:
         """The high watermark moved: answer the replies whose records committed."""
@@ -344,8 +343,7 @@ class ControllerService:
         self._replayer.add(base, plan.records, stamp, len(plan.records))
         if chunked and len(plan.records) > REPLAY_CHUNK:
             self._replayer.step()
-            self._replay = _LargeWrite(RecordEncoder(mv), [], [], stamp, last=last)
-            self._replay_idle.clear()
+            self._start_large_write(_LargeWrite(RecordEncoder(mv), [], [], stamp, last=last))
             return last
         self._replayer.finish_now()
         assert self.controller.image.offset == last, (self.controller.image.offset, last)
@@ -382,12 +380,22 @@ class ControllerService:
         self._last_write_ms = now
         self._replayer.add(base, plan.records, w.append_time_ms, len(plan.records))
 
+    def _start_large_write(self, w: _LargeWrite) -> None:
+        self._replay = w
+        self._replay_idle.clear()
+        GC_PAUSE.pause()
+
+    def _no_large_write(self) -> None:
+        if self._replay is not None:
+            self._replay = None
+            self._replay_idle.set()
+            GC_PAUSE.resume()
+
     def _drop_generating(self, w: _LargeWrite) -> None:
         """A write that never reached the log: its reply fails NOT_CONTROLLER."""
         if w.future is not None and not w.future.done():
             w.future.set_exception(self._not_controller())
-        self._replay = None
-        self._replay_idle.set()
+        self._no_large_write()
 
     def _replay_step(self, w: _LargeWrite) -> bool:
         """Generate or replay the next slice of a large write; True when it is over."""
@@ -401,8 +409,7 @@ class ControllerService:
         """Every record of the write is replayed: its reply waits for the commit."""
         last = self.writer.next_offset() - 1 if w.last < 0 else w.last
         assert self.controller.image.offset == last, (self.controller.image.offset, last)
-        self._replay = None
-        self._replay_idle.set()
+        self._no_large_write()
         if w.committed_at is not None and isinstance(w.reply, dict):
             w.reply["committed_at"] = w.committed_at
         if w.future is not None:
@@ -445,11 +452,10 @@ class ControllerService:
                 encoder = RecordEncoder(
                     self.controller.image.features.get(METADATA_VERSION_FEATURE)
                 )
-                self._replay = _LargeWrite(
+                self._start_large_write(_LargeWrite(
                     encoder, list(result.records), encoder.encode(result.records),
                     self.timestamp(), ev.future, result.reply, started, more=result.more,
-                )  # fmt: skip
-                self._replay_idle.clear()
+                ))  # fmt: skip
                 return
             last = (
                 self._append_and_replay(result, now, chunked=True)

@@ -61,7 +61,7 @@ from kraft.raft.file_log_adapter import FileReplicatedLog
 from kraft.raft.quorum_state import QuorumStateFile
 from kraft.raft.state import LeaderAndEpoch
 from kraft.raft.transport import HttpTransport
-from kraft.server.chunked_replay import REPLAY_CHUNK, ChunkedReplay
+from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay
 from kraft.server.controller_service import ControllerService
 from kraft.server.controller_service import NotLeaderError as ServiceNotLeaderError
 from kraft.server.heartbeat_front import HeartbeatFronts
@@ -674,10 +674,12 @@ class ControllerNode:
         self._maybe_snapshot()  # not while batches wait: the image is behind the commit
 
     async def _replay_committed(self) -> None:
+        GC_PAUSE.pause()
         try:
             await self._replayer.drain()  # fetches go on between slices
         finally:
             self._replay_task = None
+            GC_PAUSE.resume()
         if self._activating is not None:
             leader, self._activating = self._activating, None
             self.handle_leader_change(leader)
