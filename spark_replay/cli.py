@@ -148,28 +148,29 @@ def _run(
         )
         H.check_in_history(info, offset)
 
+    from spark_replay.replay_job import build_history, spark_mapper
+
     t = time.perf_counter()
-    tables = H.build_tables(spark, records, info=info, persist=True)
-    try:
-        for name in TABLES:
-            spark.sparkContext.setJobDescription(f"spark-replay: {name}")
-            getattr(tables, name).write.mode("overwrite").parquet(str(out / name))
-    finally:
-        spark.sparkContext.setJobDescription(None)
-        tables.release()
+    sc = spark.sparkContext
+    timings.update(
+        build_history(spark_mapper(spark), files, stats, info, out, describe=sc.setJobDescription)
+    )
     timings["tables_s"] = time.perf_counter() - t
-    _progress(f"history tables written ({timings['tables_s']:.1f} s)")
+    _progress(
+        f"history tables written ({timings['tables_s']:.1f} s, "
+        f"{max(1, info.record_count) / timings['tables_s']:,.0f} records/s)"
+    )
     # From here on, read the written tables: cheap, and what a user would query.
     written = H.Tables(
-        info=tables.info,
+        info=info,
         **{name: spark.read.parquet(str(out / name)) for name in TABLES},
     )
-    result: dict[str, Any] = {"info": tables.info.to_dict(), "timings": timings}
+    result: dict[str, Any] = {"info": info.to_dict(), "timings": timings}
 
     if offset is not None:
         t = time.perf_counter()
         brokers, partitions = H.state_as_of(
-            written.broker_history, written.partition_history, tables.info, offset
+            written.broker_history, written.partition_history, info, offset
         )
         target = out / "state_as_of"
         brokers.write.parquet(str(target / "brokers"))

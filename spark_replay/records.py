@@ -121,10 +121,10 @@ def write_records(spark: Any, files: list[LogFile], out_dir: str | Path) -> list
         sc.setJobDescription(None)
     (out / "_SUCCESS").touch()
     by_path = {r["path"]: r for r in results}
-    return [_stats_from_dict(by_path[f.path]) for f in files]
+    return [stats_from_dict(by_path[f.path]) for f in files]
 
 
-def _stats_from_dict(d: dict[str, Any]) -> FileStats:
+def stats_from_dict(d: dict[str, Any]) -> FileStats:
     s = FileStats(path=d["path"], source=d["source"], snapshot_end_offset=d["snapshot_end_offset"])
     for k in (
         "records",
