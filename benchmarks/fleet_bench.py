@@ -25,11 +25,22 @@ observer; the seeded lag model is on, as it is in fleets by default). Phases:
 3. SIGTERM to the fleet: every agent does a controlled shutdown; the time until
    the process exits, and its exit code (goal 0).
 
+Storm mode (`--storm`, issue 27): `--count` (default 10,000) agents all started
+at once (`--ramp-ms 0`) against 3 controllers at Kafka's default timeouts, and
+`--kill-active-at S` kills -9 the active controller S seconds into the storm.
+Reported per run: the seconds until every agent is RUNNING in the fleet and
+unfenced in the active controller's `GET /v1/brokers` (goal: 60 s, 90 s with the
+kill), the failed requests by kind and error code (the fleet's counters: why
+registrations were refused), the fleet's task exceptions and the tracebacks in
+its log (goal 0 each), and, if the bound passed first, how many agents were
+still in each state. `--repeat N` runs N fresh clusters and adds the medians.
+
 Every process is started here and stopped by pid (SIGTERM, then SIGKILL after a
 bound); children also die with this process (PR_SET_PDEATHSIG).
 
 Usage: python benchmarks/fleet_bench.py [--count K] [--duration S] [--partitions P]
        [--quick] [--keep]
+       python benchmarks/fleet_bench.py --storm [--count K] [--kill-active-at S] [--repeat N]
 Run timing measurements under the shared lock:
   flock /tmp/kraft-heavy.lock .venv/bin/python benchmarks/fleet_bench.py > /tmp/fleet_bench.json
 """
@@ -42,6 +53,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -205,6 +217,8 @@ class Bench:
             "--seed", str(opts.seed),
             "--log-format", "json",
         ]  # fmt: skip
+        if opts.ramp_ms is not None:
+            args += ["--ramp-ms", str(opts.ramp_ms)]
         for k, v in overrides.items():
             args += ["--override", f"{k}={v}"]
         # the fleet is one child process; LocalCluster starts and stops it by pid
@@ -372,6 +386,67 @@ class Bench:
             "last_status_line": self.last_status_line(),
         }
 
+    def storm(self) -> dict[str, Any]:
+        """Start every agent at once; poll until all are RUNNING and unfenced, killing
+        the active controller `--kill-active-at` s in. Figures of this one run."""
+        opts = self.opts
+        for n in self.cluster.controllers:
+            self.cluster.start(n.node_id)
+        self.cluster.wait_leader(30)
+        load0 = loadavg()
+        busy0, total0 = machine_busy()
+        cpids = self.controller_pids()
+        cpu0 = {c: cpu_seconds(p) for c, p in cpids.items()}
+        t0 = time.monotonic()
+        self.cluster.start(self.fleet_id)
+        fleet_pid = self.fleet_pid()
+        out: dict[str, Any] = {"killed": None}
+        counts: dict[str, int] = {}
+        fleet_running_s: float | None = None
+        done = False
+        while time.monotonic() - t0 < opts.storm_timeout:
+            elapsed = time.monotonic() - t0
+            kill_due = opts.kill_active_at is not None and elapsed >= opts.kill_active_at
+            if kill_due and out["killed"] is None and (active := self.active()) is not None:
+                self.cluster.kill9(active)
+                out["killed"] = {"controller": active, "at_s": round(elapsed, 2)}
+            try:
+                st = self.fleet_status()
+                counts = {k: v for k, v in st["counts"].items() if v}
+                if st["counts"].get("RUNNING") == opts.count:
+                    fleet_running_s = fleet_running_s or round(time.monotonic() - t0, 2)
+                    regs = [b for b in self.brokers() if b["broker_id"] >= opts.first_id]
+                    if len(regs) == opts.count and not any(b["fenced"] for b in regs):
+                        done = True
+                        break
+            except (OSError, ValueError, KeyError):
+                pass  # the fleet's listener is not up yet, or no controller is active
+            time.sleep(0.25)
+        wall = round(time.monotonic() - t0, 2)
+        cpu1 = {c: cpu_seconds(p) for c, p in cpids.items()}
+        busy1, total1 = machine_busy()
+        cpu = {"fleet": cpu_seconds(fleet_pid)}  # from its start
+        for c, before in cpu0.items():
+            after = cpu1[c]
+            cpu[f"controller-{c}"] = None if before is None or after is None else after - before
+        st = self.fleet_status()
+        log_text = self.cluster.nodes[self.fleet_id].log_path.read_text(errors="replace")
+        out.update(
+            all_running_s=wall if done else None,
+            fleet_all_running_s=fleet_running_s,
+            timed_out_after_s=None if done else wall,
+            states_at_end={k: v for k, v in st["counts"].items() if v},
+            states_last_sample=counts,
+            failed_requests=dict(sorted(st.get("error_codes", {}).items())),
+            task_exceptions=st.get("task_exceptions"),
+            tracebacks_in_fleet_log=log_text.count("Traceback"),
+            cpu_s={k: None if v is None else round(v, 1) for k, v in cpu.items()},
+            machine_busy_pct=round(100 * (busy1 - busy0) / max(1, total1 - total0), 1),
+            loadavg_start=load0,
+            loadavg_end=loadavg(),
+        )
+        return out
+
     def last_status_line(self) -> str | None:
         node = self.cluster.nodes[self.fleet_id]
         try:  # stdout: the fleet's status lines
@@ -418,9 +493,16 @@ def main() -> int:
     ap.add_argument(
         "--profile-fleet", type=Path, default=None, metavar="FILE", help="cProfile the fleet"
     )
+    ap.add_argument("--ramp-ms", type=int, default=None, help="the fleet's --ramp-ms")
+    ap.add_argument("--storm", action="store_true", help="storm mode (see above)")
+    ap.add_argument("--kill-active-at", type=float, default=None, metavar="S")
+    ap.add_argument("--storm-timeout", type=float, default=180.0, metavar="S")
+    ap.add_argument("--repeat", type=int, default=1, help="storm runs (fresh clusters)")
     ap.add_argument("--quick", action="store_true", help="200 agents, 20 s, 50 partitions")
     ap.add_argument("--keep", action="store_true", help="keep the data and log directory")
     opts = ap.parse_args()
+    if opts.storm:
+        return storm_main(opts)
     if opts.quick:
         opts.count, opts.duration, opts.partitions = 200, 20.0, 50
     if opts.count < 1 or opts.first_id <= 3:
@@ -446,6 +528,57 @@ def main() -> int:
             else:
                 shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(bench.out, indent=2))
+    return code
+
+
+def storm_main(opts: argparse.Namespace) -> int:
+    if "--count" not in sys.argv:
+        opts.count = 10_000
+    opts.ramp_ms = 0 if opts.ramp_ms is None else opts.ramp_ms
+    opts.partitions = 0
+    signal.signal(signal.SIGTERM, _interrupted)
+    runs: list[dict[str, Any]] = []
+    code = 0
+    for i in range(opts.repeat):
+        tmp = Path(tempfile.mkdtemp(prefix="fleet-storm-"))
+        bench = Bench(opts, tmp)
+        run: dict[str, Any] = {"run": i + 1}
+        try:
+            run.update(bench.storm())
+        except (TimeoutError, OSError, AssertionError, RuntimeError, KeyboardInterrupt) as e:
+            run["error"] = f"{type(e).__name__}: {e}"
+        finally:
+            # 10,000 controlled shutdowns are not what is measured: kill the fleet
+            bench.cluster.kill9(bench.fleet_id)
+            bench.close()
+            if opts.keep or run.get("error") or run.get("all_running_s") is None:
+                run["data_dir"] = str(tmp)
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
+        runs.append(run)
+        print(json.dumps(run), file=sys.stderr, flush=True)
+        if run.get("error") or run.get("all_running_s") is None or run.get("task_exceptions"):
+            code = 1
+        if "KeyboardInterrupt" in run.get("error", ""):
+            break
+    times = [r["all_running_s"] for r in runs if r.get("all_running_s") is not None]
+    out = {
+        "config": {
+            "count": opts.count,
+            "ramp_ms": opts.ramp_ms,
+            "kill_active_at_s": opts.kill_active_at,
+            "heartbeat_interval_ms": opts.heartbeat_ms,
+            "session_timeout_ms": opts.session_ms,
+            "controllers": 3,
+            "cpus": os.cpu_count(),
+        },
+        "runs": runs,
+        "all_running_s_median": statistics.median(times) if len(times) == len(runs) else None,
+        "all_running_s_each": [r.get("all_running_s") for r in runs],
+        "task_exceptions_total": sum(r.get("task_exceptions") or 0 for r in runs),
+        "tracebacks_total": sum(r.get("tracebacks_in_fleet_log") or 0 for r in runs),
+    }
+    print(json.dumps(out, indent=2))
     return code
 
 
