@@ -176,13 +176,19 @@ def struct_reader(fields: list[dict[str, Any]], version: int) -> Reader:
             defaults[f["name"]] = f["default"]
         else:
             plain.append((f["name"], field_reader(f, version)))
-    order = [f["name"] for f in present]
+    # Every result starts as a copy of this: schema order, tagged fields at their
+    # defaults (plain fields are all overwritten), so no reordering afterwards.
+    template = {f["name"]: defaults.get(f["name"]) for f in present}
 
     def read(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
-        out: dict[str, Any] = {}
+        out = template.copy()
         for name, reader in plain:
             out[name], pos = reader(buf, pos)
-        count, pos = read_uvarint(buf, pos)
+        count = buf[pos]  # IndexError past the end: decode_message reports it
+        if count < 0x80:
+            pos += 1
+        else:
+            count, pos = read_uvarint(buf, pos)
         if count:
             unknown: dict[int, str] = {}
             for _ in range(count):
@@ -197,7 +203,7 @@ def struct_reader(fields: list[dict[str, Any]], version: int) -> Reader:
                 if known is None:
                     unknown[tag] = bytes(buf[pos:end]).hex()
                 else:
-                    value, used = known[1](buf[:end], pos)
+                    value, used = known[1](buf, pos)
                     if used != end:
                         raise MessageError(
                             f"tagged field {known[0]} holds {size} bytes, its value {used - pos}"
@@ -206,15 +212,6 @@ def struct_reader(fields: list[dict[str, Any]], version: int) -> Reader:
                 pos = end
             if unknown:
                 out["_unknown_tagged_fields"] = unknown
-        if tagged:
-            for name, default in defaults.items():
-                if name not in out:
-                    out[name] = default
-            if len(order) > 1:
-                extra = out.pop("_unknown_tagged_fields", None)
-                out = {name: out[name] for name in order}
-                if extra is not None:
-                    out["_unknown_tagged_fields"] = extra
         return out, pos
 
     return read
@@ -232,17 +229,22 @@ def message_decoder(schema: dict[str, Any], version: int) -> Reader:
     return reader
 
 
-def decode_message(schema: dict[str, Any], version: int, body: bytes) -> dict[str, Any]:
-    """Decode a whole record body at `version`; trailing bytes are an error."""
+def decode_message(
+    schema: dict[str, Any], version: int, body: bytes, start: int = 0
+) -> dict[str, Any]:
+    """Decode a record body (from `start` to the end) at `version`; trailing bytes are an error."""
     lo, hi = schema["versions"]
     if not lo <= version <= hi:
         raise MessageError(f"{schema['name']} version {version} is not known (knows {lo}-{hi})")
     try:
-        value, pos = message_decoder(schema, version)(body, 0)
-    except (IndexError, struct.error) as e:  # defensive: readers check their bounds
-        raise MessageError(f"record body too short: {e}") from None
+        value, pos = message_decoder(schema, version)(body, start)
+    except (IndexError, struct.error):
+        raise MessageError(
+            f"record body ends at byte {len(body) - start}, before {schema['name']} v{version} does"
+        ) from None
     if pos != len(body):
         raise MessageError(
-            f"{schema['name']} v{version} ends at byte {pos} of a {len(body)}-byte body"
+            f"{schema['name']} v{version} ends at byte {pos - start} "
+            f"of a {len(body) - start}-byte record body"
         )
     return value

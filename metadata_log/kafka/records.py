@@ -110,11 +110,15 @@ def decode_value(
     try:
         if control:
             return _decode_control(key, value, offset)
-        frame, pos = read_uvarint(value, 0)
-        if frame != FRAME_VERSION:
-            raise RecordDecodeError(offset, f"unknown metadata record frame version {frame}")
-        api_key, pos = read_uvarint(value, pos)
-        version, pos = read_uvarint(value, pos)
+        if len(value) >= 3 and value[0] == FRAME_VERSION and value[1] < 0x80 and value[2] < 0x80:
+            # The common case: one byte each for frame version, api key, version.
+            api_key, version, pos = value[1], value[2], 3
+        else:
+            frame, pos = read_uvarint(value, 0)
+            if frame != FRAME_VERSION:
+                raise RecordDecodeError(offset, f"unknown metadata record frame version {frame}")
+            api_key, pos = read_uvarint(value, pos)
+            version, pos = read_uvarint(value, pos)
         schema = METADATA_SCHEMAS.get(api_key)
         if schema is None:
             raise UnknownKafkaRecordError(
@@ -123,7 +127,7 @@ def decode_value(
                 f"api key {api_key}",
             )
         _check_version(schema, version, offset)
-        return schema["name"], api_key, version, decode_message(schema, version, value[pos:])
+        return schema["name"], api_key, version, decode_message(schema, version, value, pos)
     except MessageError as e:
         raise RecordDecodeError(offset, str(e)) from None
 

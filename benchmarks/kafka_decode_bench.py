@@ -1,0 +1,109 @@
+"""Single-core decode throughput of Apache Kafka's metadata log format (issue 23).
+
+One seeded story (spark_replay.generator, the real controller's records: mostly
+NoOpRecords, with BrokerRegistrationChange and PartitionChange records) is
+written in the native format and rewritten in Kafka's (metadata_log.kafka.writer)
+with each codec. Each log is then read on one core the way a replay reads it:
+every segment's batches verified (CRC-32C for Kafka, CRC-32 for native),
+decompressed and decoded into records (for Kafka: Kafka's fields and the native
+record they map to).
+
+Prints ONE JSON object: records, bytes and records/s (median of --runs runs) per
+format and codec, and the Kafka/native time ratio.
+
+Run: ``python benchmarks/kafka_decode_bench.py [--records N] [--runs R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from metadata_log.batch import decode_records, iter_headers  # noqa: E402
+from metadata_log.kafka.reader import iter_log  # noqa: E402
+from metadata_log.kafka.writer import write_kafka_log  # noqa: E402
+from metadata_log.replay import segment_files  # noqa: E402
+from spark_replay.generator import generate, scaled_config  # noqa: E402
+
+
+def read_native(directory: Path) -> int:
+    n = 0
+    for _, path in segment_files(directory):
+        data = path.read_bytes()
+        for pos, h in iter_headers(data, str(path)):
+            n += len(decode_records(data, pos, h, str(path)))
+    return n
+
+
+def read_kafka(directory: Path) -> int:
+    return sum(len(b.records) for _, b in iter_log(directory))
+
+
+def timed(fn: Callable[[], int], runs: int) -> tuple[int, float]:
+    times = []
+    n = 0
+    for _ in range(runs):
+        t = time.perf_counter()
+        n = fn()
+        times.append(time.perf_counter() - t)
+    return n, statistics.median(times)
+
+
+def log_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for _, p in segment_files(directory))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--codecs", default="none,lz4,zstd,snappy,gzip")
+    args = ap.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="kafka-decode-bench-"))
+    try:
+        generate(root / "native", scaled_config(args.records, args.seed))
+        native_dir = root / "native" / "__cluster_metadata-0"
+        n, secs = timed(lambda: read_native(native_dir), args.runs)
+        result: dict = {
+            "bench": "kafka_decode",
+            "records": n,
+            "runs": args.runs,
+            "cpu_count": os.cpu_count(),
+            "native": {
+                "bytes": log_bytes(native_dir),
+                "seconds": round(secs, 3),
+                "records_per_s": round(n / secs),
+            },  # fmt: skip
+            "kafka": {},
+        }
+        for codec in args.codecs.split(","):
+            out = root / f"kafka-{codec}"
+            write_kafka_log(root / "native", out, compression=codec)
+            kdir = out / "__cluster_metadata-0"
+            kn, ksecs = timed(lambda d=kdir: read_kafka(d), args.runs)
+            assert kn == n, (kn, n)
+            result["kafka"][codec] = {
+                "bytes": log_bytes(kdir),
+                "seconds": round(ksecs, 3),
+                "records_per_s": round(kn / ksecs),
+                "time_vs_native": round(ksecs / secs, 2),
+            }
+        print(json.dumps(result))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
