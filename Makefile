@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SIM_SEEDS ?= 500
 CHAOS_MINUTES ?= 2
 
-.PHONY: install java-runtime test demo chaos bench lint sim clean certs fuzz
+.PHONY: install java-runtime test test-random demo chaos bench lint sim clean certs fuzz
 
 install: $(STAMP) java-runtime
 
@@ -24,6 +24,11 @@ $(STAMP): pyproject.toml
 
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# The whole suite in a random order (pytest-randomly; RANDOM_SEED=N replays one order).
+test-random: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider -p randomly \
+		$(if $(RANDOM_SEED),--randomly-seed=$(RANDOM_SEED),) tests
 
 # The live story on a real local cluster (about a minute), then spark-replay's summary.
 # SECURE=1: the same with TLS and authentication on (certificates in the demo's data dir).

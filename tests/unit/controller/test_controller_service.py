@@ -61,9 +61,27 @@ class FakeWriter:
 class Clock:
     def __init__(self) -> None:
         self.ms = 1_000
+        self.timer_reads = 0  # reads by the service's timer task
 
     def __call__(self) -> int:
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no running loop
+            task = None
+        if task is not None and task.get_name() == "controller-timers":
+            self.timer_reads += 1
         return self.ms
+
+    async def timer_passes(self, n: int = 2) -> None:
+        """Wait until the timer task has looked at the clock on `n` passes more (it
+        reads it twice a pass), so that an absence is a real one: the timer ran and
+        did nothing, not "it has not run yet"."""
+        target = self.timer_reads + 2 * n
+        for _ in range(1_000):  # bounded: 10 s of real time
+            if self.timer_reads >= target:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"the timer task did not run {n} passes")
 
 
 def replayed(c: QuorumController) -> list[Any]:
@@ -288,15 +306,15 @@ async def test_noop_every_idle_interval() -> None:
                     return
                 await asyncio.sleep(0.01)
 
-        await asyncio.sleep(0.15)  # the timer task polls at least every 100 ms
+        await clock.timer_passes()
         noops = count()
         for _ in range(3):
             clock.ms += 499
-            await asyncio.sleep(0.15)
+            await clock.timer_passes()
             assert count() == noops  # the fake clock stands still: not due yet
             clock.ms += 1
             await until(noops + 1)
-            await asyncio.sleep(0.15)
+            await clock.timer_passes()
             assert count() == noops + 1  # exactly one per interval
             noops += 1
         # a write in between pushes the next NoOp back
@@ -304,7 +322,7 @@ async def test_noop_every_idle_interval() -> None:
         task = asyncio.ensure_future(svc.write("noop", lambda c, now, off: c.noop()))
         await until(noops + 1)
         clock.ms += 300  # 300 ms after that write: no idle NoOp yet
-        await asyncio.sleep(0.15)
+        await clock.timer_passes()
         assert count() == noops + 1
         svc.on_committed(writer.next_offset() - 1)
         await asyncio.wait_for(task, 1)

@@ -234,13 +234,15 @@ async def test_contact_is_noted_on_arrival_even_while_the_reply_waits() -> None:
     service.hold = True
     async with Listener(service, front=True) as front:
         reader, writer = await front.connect()
-        writer.write(request(heartbeat(1)) + request(heartbeat(2)) + request(heartbeat(3)))
-        for _ in range(100):
-            if service.held:
+        behind = request(heartbeat(2)) + request(heartbeat(3))
+        writer.write(request(heartbeat(1)) + behind)
+        for _ in range(500):  # bounded: 5 s; every byte is in and the first one is held
+            fronts = front.fronts.open if front.fronts is not None else ()
+            if service.held and [len(f._buf) for f in fronts] == [len(behind)]:
                 break
             await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
         # one request in flight: the next two wait in the buffer, in order
+        assert [len(f._buf) for f in front.fronts.open] == [len(behind)]  # type: ignore[union-attr]
         assert service.contacts == [(1, 7)]
         service.hold = False
         service.release()
@@ -361,7 +363,8 @@ async def test_a_connection_closed_while_its_heartbeat_waits_leaves_nothing_behi
             await asyncio.sleep(0.01)
         assert not front.fronts.open
         service.release()  # a reply with nowhere to go is dropped
-        await asyncio.sleep(0.01)
+        for _ in range(5):  # the reply's callbacks run within a few loop iterations
+            await asyncio.sleep(0)
         assert front.fronts.answered == 0
 
 
@@ -378,7 +381,10 @@ async def test_requests_piling_up_behind_a_waiting_one_pause_reading_and_all_get
                 break
             await asyncio.sleep(0.01)
         writer.write(b"".join(request(heartbeat(i)) for i in range(1, count)))
-        await asyncio.sleep(0.1)
+        for _ in range(500):  # bounded: 5 s
+            if [f._paused for f in front.fronts.open] == [True]:  # type: ignore[union-attr]
+                break
+            await asyncio.sleep(0.01)
         assert len(service.contacts) == 1
         assert [f._paused for f in front.fronts.open] == [True]  # type: ignore[union-attr]
         service.hold = False
