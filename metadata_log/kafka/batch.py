@@ -46,6 +46,7 @@ CRC_START = 21
 MAX_BATCH_BYTES = 64 * 1024 * 1024
 
 ATTR_CODEC_MASK = 0x07
+ATTR_LOG_APPEND_TIME = 0x08  # record timestamps are the batch's max_timestamp
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 
@@ -227,8 +228,12 @@ def records_section(buf: bytes | memoryview, h: KafkaBatchHeader, path: str) -> 
 
 
 def raw_records(buf: bytes | memoryview, h: KafkaBatchHeader, path: str) -> list[KafkaRawRecord]:
-    """The records of a verified batch (offsets and timestamps made absolute)."""
+    """The records of a verified batch (offsets and timestamps made absolute).
+
+    The reference implementation, in Python; `records_of` is the fast path.
+    """
     data = records_section(buf, h, path)
+    log_append_time = bool(h.attributes & ATTR_LOG_APPEND_TIME)
     out: list[KafkaRawRecord] = []
     pos = 0
     try:
@@ -253,7 +258,7 @@ def raw_records(buf: bytes | memoryview, h: KafkaBatchHeader, path: str) -> list
             out.append(
                 KafkaRawRecord(
                     h.base_offset + off_delta,
-                    h.base_timestamp + ts_delta,
+                    h.max_timestamp if log_append_time else h.base_timestamp + ts_delta,
                     key,
                     value,
                     tuple(headers),
@@ -288,3 +293,61 @@ def iter_batch_headers(buf: bytes | memoryview, path: str, pos: int = 0):  # typ
         h = parse_header(buf, pos, path)
         yield h
         pos += h.size
+
+
+# aiokafka's record batch reader (a C extension on the platforms it ships wheels
+# for) walks a batch's varint records ~10x faster than raw_records: 0.035-0.077 s
+# against 0.61 s for the 100k records of a generated story. It is used for the
+# records only: the header and CRC-32C are checked above first, so its errors can
+# only be a malformed records section. Without it, raw_records does the job.
+try:
+    from aiokafka.errors import UnsupportedCodecError as _AioCodecError
+    from aiokafka.record.default_records import DefaultRecordBatch as _AioBatch
+except ImportError:  # pragma: no cover - aiokafka is a dependency
+    _AioBatch = None
+
+
+def records_of(
+    buf: bytes | memoryview, h: KafkaBatchHeader, path: str
+) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """(offset, timestamp, key, value) of each record of a verified batch.
+
+    The same as `raw_records` (tested for equality), through aiokafka's reader.
+    """
+    if _AioBatch is None:
+        return [(r.offset, r.timestamp, r.key, r.value) for r in raw_records(buf, h, path)]
+    codec = h.attributes & ATTR_CODEC_MASK
+    if codec not in CODEC_NAMES:
+        raise KafkaCodecError(path, h.base_offset, h.position, f"unknown compression codec {codec}")
+    if codec:
+        _codec_available(path, h)
+    try:
+        out = [
+            (r.offset, r.timestamp, r.key, r.value)
+            for r in _AioBatch(bytes(buf[h.position : h.position + h.size]))
+        ]
+    except _AioCodecError as e:
+        raise KafkaCodecError(path, h.base_offset, h.position, str(e)) from None
+    except Exception as e:  # aiokafka's CorruptRecordException, struct/index errors
+        raise CorruptBatchError(path, h.base_offset, h.position, f"records: {e}") from None
+    if len(out) != h.record_count:
+        raise CorruptBatchError(
+            path, h.base_offset, h.position, f"{len(out)} records, header says {h.record_count}"
+        )
+    return out
+
+
+def _codec_available(path: str, h: KafkaBatchHeader) -> None:
+    """Raise the clear KafkaCodecError when a compressed batch's library is missing."""
+    if h.attributes & ATTR_CODEC_MASK == 1:
+        return  # gzip: the standard library
+    try:
+        import cramjam  # noqa: F401
+    except ImportError:
+        raise KafkaCodecError(
+            path,
+            h.base_offset,
+            h.position,
+            f"the batch is {h.codec}-compressed and the cramjam package is not installed "
+            "(pip install cramjam)",
+        ) from None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metadata_log.errors import IncompleteBatchError, RecordDecodeError
-from metadata_log.kafka.batch import KafkaBatchHeader, parse_header, raw_records
+from metadata_log.kafka.batch import KafkaBatchHeader, parse_header, records_of
 from metadata_log.kafka.records import KafkaRecord, UnknownKafkaRecordError, decode_record
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files
 
@@ -32,9 +32,10 @@ def decode_batch(
 ) -> KafkaBatch:
     """Decode the records of a verified batch."""
     out = []
-    for raw in raw_records(buf, h, path):
+    control = h.control
+    for offset, timestamp, key, value in records_of(buf, h, path):
         try:
-            out.append(decode_record(raw.key, raw.value, raw.offset, raw.timestamp, h.control))
+            out.append(decode_record(key, value, offset, timestamp, control))
         except UnknownKafkaRecordError as e:
             if skipped is None:
                 raise e.at(path) from None

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metadata_log.errors import RecordDecodeError
-from metadata_log.kafka.message import MessageError, decode_message, read_uvarint
+from metadata_log.kafka.message import MessageError, decode_message, message_decoder, read_uvarint
 from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
 from metadata_log.records import (
     AbortTransactionRecord,
@@ -58,6 +58,8 @@ from metadata_log.records import (
 )
 
 FRAME_VERSION = 1
+# (api key, version) -> (schema, body reader), filled as records are met.
+_READERS: dict[tuple[int, int], tuple[dict[str, Any], Any]] = {}
 CONTROL_KEY = struct.Struct(">hh")
 # Transaction markers (ControlRecordType ABORT/COMMIT): never in a metadata log,
 # decoded anyway so that a data partition's segment does not stop the dump.
@@ -119,15 +121,26 @@ def decode_value(
                 raise RecordDecodeError(offset, f"unknown metadata record frame version {frame}")
             api_key, pos = read_uvarint(value, pos)
             version, pos = read_uvarint(value, pos)
-        schema = METADATA_SCHEMAS.get(api_key)
-        if schema is None:
-            raise UnknownKafkaRecordError(
-                offset,
-                f"unknown metadata record api key {api_key} (version {version})",
-                f"api key {api_key}",
-            )
-        _check_version(schema, version, offset)
-        return schema["name"], api_key, version, decode_message(schema, version, value, pos)
+        known = _READERS.get((api_key, version))
+        if known is None:
+            schema = METADATA_SCHEMAS.get(api_key)
+            if schema is None:
+                raise UnknownKafkaRecordError(
+                    offset,
+                    f"unknown metadata record api key {api_key} (version {version})",
+                    f"api key {api_key}",
+                )
+            _check_version(schema, version, offset)
+            known = _READERS[(api_key, version)] = (schema, message_decoder(schema, version))
+        schema, reader = known
+        try:
+            fields, end = reader(value, pos)
+        except (IndexError, struct.error):
+            fields, end = None, -1
+        if end != len(value):  # decode_message names the problem
+            decode_message(schema, version, value, pos)
+            raise MessageError(f"{schema['name']} v{version}: record body does not decode")
+        return schema["name"], api_key, version, fields
     except MessageError as e:
         raise RecordDecodeError(offset, str(e)) from None
 

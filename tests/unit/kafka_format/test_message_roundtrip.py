@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metadata_log.kafka.batch import iter_batch_headers, raw_records
+from metadata_log.kafka.batch import iter_batch_headers, raw_records, records_of
 from metadata_log.kafka.message import decode_message
 from metadata_log.kafka.reader import iter_batches
 from metadata_log.kafka.records import decode_value
@@ -114,6 +114,9 @@ def test_batches_of_every_codec_decode_to_their_records(codec, batches, time_ms)
         for r in b.records
     ]
     assert got == expected
+    for h in iter_batch_headers(data, "<test>"):  # the fast path equals the reference
+        reference = [(r.offset, r.timestamp, r.key, r.value) for r in raw_records(data, h, "t")]
+        assert records_of(data, h, "t") == reference
     assert all(h.codec == codec for h in iter_batch_headers(data, "<test>"))
     assert {
         r.timestamp for h in iter_batch_headers(data, "<test>") for r in raw_records(data, h, "t")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from metadata_log.image import MetadataImage
-from metadata_log.kafka.batch import iter_batch_headers, raw_records
+from metadata_log.kafka.batch import iter_batch_headers, raw_records, records_of
 from metadata_log.kafka.reader import iter_batches
 from metadata_log.kafka.records import UnmodelledKafkaRecord, decode_value
 from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
@@ -195,5 +195,8 @@ def test_our_writer_re_encodes_kafkas_bytes_exactly() -> None:
             )
             assert pair == (r.key, r.value), r.offset
             pairs.append(pair)
+        assert records_of(data, h, path) == [
+            (r.offset, r.timestamp, r.key, r.value) for r in raw_records(data, h, path)
+        ]
         again = encode_batch(h.base_offset, h.leader_epoch, h.base_timestamp, pairs, h.control)
         assert again == data[h.position : h.position + h.size], h.base_offset
