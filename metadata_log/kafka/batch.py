@@ -32,6 +32,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 
@@ -66,8 +67,11 @@ class KafkaCodecError(MetadataLogError):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class KafkaBatchHeader:
+class KafkaBatchHeader(NamedTuple):
+    """A batch header and where it is. A NamedTuple rather than a frozen dataclass:
+    KRaft writes most records (NoOps) one per batch, and building a 14-field frozen
+    dataclass cost more than checking the batch's CRC."""
+
     position: int
     base_offset: int
     batch_length: int
@@ -119,6 +123,9 @@ class KafkaRawRecord:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
+_make_header = KafkaBatchHeader._make
+
+
 def parse_header(buf: bytes | memoryview, pos: int, path: str) -> KafkaBatchHeader:
     """Parse and verify (CRC-32C) the batch at `pos`.
 
@@ -131,7 +138,7 @@ def parse_header(buf: bytes | memoryview, pos: int, path: str) -> KafkaBatchHead
         raise IncompleteBatchError(
             path, offset, pos, f"{avail} bytes of a {HEADER_SIZE}-byte header"
         )
-    h = KafkaBatchHeader(pos, *HEADER.unpack_from(buf, pos))
+    h = _make_header((pos, *HEADER.unpack_from(buf, pos)))
     if h.magic != MAGIC:
         raise CorruptBatchError(path, h.base_offset, pos, f"unknown magic {h.magic}")
     if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or h.size > MAX_BATCH_BYTES:
