@@ -10,8 +10,15 @@ HTTP between the nodes):
 - failover: kill -9 of the leader -> the next commit on a survivor, over
   `--kills` kills (the killed node is restarted and caught up in between).
 
-Then the same workload on PySyncObj (the baseline; `journalFile` durability,
-writers in the leader's process), with its batching on and off.
+Then the same workload on PySyncObj (the baseline; writers in the leader's
+process; the kraft worker's garbage-collector settings), with its batching on and
+off, twice: as shipped (its `journalFile` is an mmap that is never synced) and made
+durable (msync after every journal append and term change). kraft fsyncs, so the
+2x goal is judged against the durable one; both ratios are printed.
+
+Labels are measured, not declared: the data directory's filesystem (from
+/proc/mounts) and the fsyncs the leader really made in the headline run (each
+worker counts its own os.fsync / msync calls).
 
 Each node runs as `raft_bench.py --worker kraft|pysyncobj ...` and exposes a
 small control API (`/bench/*`) on its own port; this orchestrator starts them,
@@ -84,6 +91,36 @@ def latency_stats(lat_s: list[float]) -> dict[str, float]:
     }
 
 
+def filesystem_of(path: Path) -> dict[str, str]:
+    """The mount (device, mount point, type) that holds `path`, from /proc/mounts: the
+    durability of an fsync depends on it (tmpfs makes fsync a no-op)."""
+    target = str(path.resolve())
+    best = {"device": "unknown", "mount_point": "/", "type": "unknown"}
+    with contextlib.suppress(OSError), open("/proc/mounts") as f:
+        for line in f:
+            dev, mnt, fstype, *_ = line.split()
+            mnt = mnt.replace("\\040", " ")
+            inside = target == mnt or target.startswith(mnt.rstrip("/") + "/")
+            if inside and len(mnt) >= len(best["mount_point"]):
+                best = {"device": dev, "mount_point": mnt, "type": fstype}
+    return best
+
+
+class SyncCounter:
+    """Counts the durable syncs a worker process really makes (its own counter: it
+    wraps the call that syncs, so a label can never claim more than was done)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def wrap(self, fn: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return fn(*args, **kwargs)
+
+        return counted
+
+
 def record_payload(records: int) -> tuple[bytes, int]:
     """`records` encoded metadata records (a typical small PartitionChangeRecord)."""
     from metadata_log.records import PartitionChangeRecord, encode_record
@@ -108,6 +145,9 @@ async def kraft_worker(args: argparse.Namespace) -> None:
     from kraft.server.http_codec import error_middleware
     from kraft.server.raft_routes import build_raft_routes
 
+    # every fsync of this process (the log's segments, checkpoints, directories)
+    syncs = SyncCounter()
+    os.fsync = syncs.wrap(os.fsync)
     voters = {}
     for item in args.voters.split(","):
         nid, addr = item.split("@")
@@ -178,7 +218,9 @@ async def kraft_worker(args: argparse.Namespace) -> None:
         # CPU per write is what bounds throughput, and it is far less disturbed
         # by other load on the machine than wall-clock figures.
         cpu_from: list[float] = []
+        syncs_from: list[int] = []
         loop.call_at(warmup_until, lambda: cpu_from.append(time.process_time()))
+        loop.call_at(warmup_until, lambda: syncs_from.append(syncs.count))
         start = perf()
         try:
             await asyncio.gather(*(writer() for _ in range(writers)))
@@ -186,6 +228,7 @@ async def kraft_worker(args: argparse.Namespace) -> None:
             return web.json_response({"error": "lost leadership"}, status=503)
         elapsed = perf() - max(start, measure_from)
         cpu = time.process_time() - cpu_from[0] if cpu_from else None
+        fsyncs = syncs.count - syncs_from[0] if syncs_from else None
         writes = len(lat)
         return web.json_response(
             {
@@ -199,6 +242,9 @@ async def kraft_worker(args: argparse.Namespace) -> None:
                 "leader_cpu_us_per_write": (
                     round(cpu / writes * 1e6, 2) if cpu is not None and writes else None
                 ),
+                # counted, not assumed: os.fsync calls of the leader in the window
+                "leader_fsyncs": fsyncs,
+                "leader_writes_per_fsync": (round(writes / fsyncs, 2) if fsyncs else None),
             }
         )
 
@@ -249,6 +295,27 @@ def pysyncobj_worker(args: argparse.Namespace) -> None:
     per writer: each commit callback submits that writer's next command)."""
     from aiohttp import web
     from pysyncobj import SyncObj, SyncObjConf, replicated
+    from pysyncobj.journal import FileJournal
+
+    from kraft.server.node import tune_gc
+
+    syncs = SyncCounter()
+    if args.durable:
+        # PySyncObj keeps its journal in an mmap and never syncs it. Made durable
+        # like kraft's log: every journal append and every term/vote change is
+        # msync'ed (MS_SYNC) before PySyncObj goes on, so nothing is acknowledged
+        # that is not on disk.
+        def durable(method: Any) -> Any:
+            def synced(self: Any, *a: Any, **kw: Any) -> Any:
+                out = method(self, *a, **kw)
+                syncs.count += 1
+                self._FileJournal__journalFile.flush()  # mmap.flush(): msync(MS_SYNC)
+                return out
+
+            return synced
+
+        FileJournal.add = durable(FileJournal.add)
+        FileJournal.setCurrentTerm = durable(FileJournal.setCurrentTerm)
 
     class Log(SyncObj):
         def __init__(self, me: str, partners: list[str], conf: SyncObjConf) -> None:
@@ -304,11 +371,13 @@ def pysyncobj_worker(args: argparse.Namespace) -> None:
             obj.add(payload, callback=cb)
 
         start = perf()
+        syncs_before = syncs.count
         for _ in range(writers):
             submit()
         done.wait(duration + warmup + 30)
         elapsed = perf() - max(start, measure_from)
         return {
+            "leader_msyncs": syncs.count - syncs_before,  # counted (0 unless --durable)
             "writers": writers,
             "committed_records": counts["committed"],
             "errors": counts["errors"],
@@ -336,6 +405,7 @@ def pysyncobj_worker(args: argparse.Namespace) -> None:
         return web.json_response(result)
 
     async def main() -> None:
+        tune_gc()  # the same garbage-collector settings as the kraft worker's
         app = web.Application()
         app.add_routes([web.get("/bench/state", state), web.post("/bench/load", load)])
         runner = web.AppRunner(app, access_log=None)
@@ -517,8 +587,11 @@ def kraft_phase(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     return result
 
 
-def pysyncobj_phase(opts: argparse.Namespace, tmp: Path, batching: str) -> dict[str, Any]:
+def pysyncobj_phase(
+    opts: argparse.Namespace, tmp: Path, batching: str, durable: bool
+) -> dict[str, Any]:
     procs = Procs(tmp)
+    tag = f"{batching}-{'durable' if durable else 'mmap'}"
     raft_ports = free_ports(3)
     ctl_ports = free_ports(3)
     peers = ",".join(f"127.0.0.1:{p}" for p in raft_ports)
@@ -526,12 +599,12 @@ def pysyncobj_phase(opts: argparse.Namespace, tmp: Path, batching: str) -> dict[
     try:
         for i in ctl:
             procs.start(
-                f"pso-{batching}-{i}",
+                f"pso-{tag}-{i}",
                 [
                     "--worker", "pysyncobj", "--node-id", str(i), "--peers", peers,
                     "--control-port", str(ctl_ports[i - 1]), "--batching", batching,
-                    "--data-dir", str(tmp / f"pso-{batching}-{i}"),
-                ],
+                    "--data-dir", str(tmp / f"pso-{tag}-{i}"),
+                ] + (["--durable"] if durable else []),
             )  # fmt: skip
 
         def leader() -> str | None:
@@ -593,9 +666,10 @@ def _goals(out: dict[str, Any]) -> dict[str, Any]:
     if "failover" in k:
         over = k["failover"]["median_overhead_beyond_fetch_timeout_ms"]
         goals["failover_overhead_median_le_500ms"] = [over, over <= 500]
-    ratio = out.get("kraft_vs_pysyncobj_best_throughput")
+    # judged like for like: kraft fsyncs, so against PySyncObj made durable
+    ratio = out.get("kraft_vs_durable_pysyncobj_best_throughput")
     if ratio is not None:
-        goals["ge_2x_pysyncobj"] = [ratio, ratio >= 2]
+        goals["ge_2x_durable_pysyncobj"] = [ratio, ratio >= 2]
     return goals
 
 
@@ -606,7 +680,8 @@ def orchestrate(opts: argparse.Namespace) -> int:
         "setup": {
             "processes": 3,
             "host": "127.0.0.1",
-            "fsync": True,
+            "data_dir": str(tmp),
+            "data_dir_filesystem": filesystem_of(tmp),
             "cpus": os.cpu_count(),
             "writers": opts.writers,
             "records_per_write": opts.records_per_write,
@@ -618,21 +693,39 @@ def orchestrate(opts: argparse.Namespace) -> int:
     }
     try:
         out["kraft"] = kraft_phase(opts, tmp)
+        thr = out["kraft"]["throughput"]
+        # measured, never a literal: the headline run's fsyncs on the leader
+        out["setup"]["fsync"] = {
+            "measured_leader_fsyncs": thr.get("leader_fsyncs"),
+            "leader_writes_per_fsync": thr.get("leader_writes_per_fsync"),
+            "on": bool(thr.get("leader_fsyncs")),
+        }
         if not opts.skip_pysyncobj:
             out["pysyncobj"] = {
-                "durability": "journalFile (mmap, no fsync per commit)",
-                "batching_on": pysyncobj_phase(opts, tmp, "on"),
-                "batching_off": pysyncobj_phase(opts, tmp, "off"),
+                "gc": "kraft.server.node.tune_gc(), as the kraft worker",
+                "mmap_batching_on": pysyncobj_phase(opts, tmp, "on", durable=False),
+                "mmap_batching_off": pysyncobj_phase(opts, tmp, "off", durable=False),
+                "durable_batching_on": pysyncobj_phase(opts, tmp, "on", durable=True),
+                "durable_batching_off": pysyncobj_phase(opts, tmp, "off", durable=True),
+                "durability": {
+                    "mmap": "journalFile in an mmap, never synced (PySyncObj as shipped)",
+                    "durable": "msync(MS_SYNC) after every journal append and term change",
+                },
             }
-            k = out["kraft"]["throughput"]["records_per_s"]
-            best = max(
-                v["records_per_s"]
-                for mode in ("batching_on", "batching_off")
-                for key, v in out["pysyncobj"][mode].items()
-                if key.startswith("throughput")
-            )
-            out["pysyncobj_best_records_per_s"] = best
-            out["kraft_vs_pysyncobj_best_throughput"] = round(k / best, 2) if best else None
+            k = thr["records_per_s"]
+
+            def best(kind: str) -> float:
+                return max(
+                    v["records_per_s"]
+                    for mode in (f"{kind}_batching_on", f"{kind}_batching_off")
+                    for key, v in out["pysyncobj"][mode].items()
+                    if key.startswith("throughput")
+                )
+
+            for kind in ("mmap", "durable"):
+                b = best(kind)
+                out[f"{kind}_pysyncobj_best_records_per_s"] = b
+                out[f"kraft_vs_{kind}_pysyncobj_best_throughput"] = round(k / b, 2) if b else None
         out["goals"] = _goals(out)
     finally:
         if not opts.keep:
@@ -650,6 +743,7 @@ def main() -> int:
     ap.add_argument("--peers", help=argparse.SUPPRESS)
     ap.add_argument("--control-port", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--batching", choices=("on", "off"), default="on", help=argparse.SUPPRESS)
+    ap.add_argument("--durable", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--data-dir", help=argparse.SUPPRESS)
     ap.add_argument(
         "--writers",

@@ -51,6 +51,12 @@ def step(n: int, title: str) -> float:
     return time.monotonic()
 
 
+def claim(holds: bool, what: str) -> None:
+    """Every claim the demo prints is checked first: a false one fails the demo."""
+    if not holds:
+        raise RuntimeError(f"the story did not hold: {what}")
+
+
 def took(t0: float) -> str:
     return f"{time.monotonic() - t0:.1f}s"
 
@@ -144,6 +150,7 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
             key=lambda b: sum(p["leader"] == b for t in topics for p in leaders_of(cluster, t)),
         )
         t0 = step(3, f"kill -9 broker {victim} (it leads the most partitions)")
+        before_fence = cluster.wait_leader()
         cluster.kill9(victim)
         wait_for(
             lambda: (broker_state(cluster, victim) or {}).get("fenced"),
@@ -152,10 +159,19 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
         )
         say(f"   broker {victim} fenced after {took(t0)} (session timeout {SESSION_MS} ms)")
         leading = [p for t in topics for p in leaders_of(cluster, t) if p["leader"] == victim]
+        claim(not leading, f"partitions still led by the fenced broker {victim}: {leading}")
         say(f"   partitions still led by {victim}: {len(leading)}")
+        after_fence = cluster.wait_leader()
+        # the fence's writer is known if one leader held the same epoch throughout
+        same = (before_fence["node_id"], before_fence["leader_epoch"]) == (
+            after_fence["node_id"],
+            after_fence["leader_epoch"],
+        )
+        fencer = before_fence["node_id"] if same else None
         print_partitions(cluster, topics)
 
         active = cluster.wait_leader()
+        fenced_by_killed = active["node_id"] == fencer
         t0 = step(4, f"kill -9 the active controller {active['node_id']}")
         cluster.kill9(active["node_id"])
         q = wait_for(
@@ -174,6 +190,7 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
         )
         say(f"   controller {active['node_id']} restarted and follows ({took(t0)})")
         fenced = [b for b, v in cluster.brokers_view().items() if v["fenced"]]
+        claim(fenced == [victim], f"fenced after the failover: {fenced}, expected only {victim}")
         say(f"   fenced brokers after the failover: {fenced} (only the killed one)")
 
         before = broker_state(cluster, victim) or {}
@@ -185,6 +202,12 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
             f"broker {victim} unfenced",
         )
         after = broker_state(cluster, victim) or {}
+        claim(
+            after.get("broker_epoch", -1) > before.get("broker_epoch", -1)
+            and after.get("incarnation_id") != before.get("incarnation_id"),
+            f"broker {victim} restarted without a new broker epoch and incarnation: "
+            f"{before} -> {after}",
+        )
         say(
             f"   broker {victim} unfenced ({took(t0)}): epoch {before.get('broker_epoch')} -> "
             f"{after.get('broker_epoch')}, incarnation {after.get('incarnation_id')}"
@@ -197,6 +220,7 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
         )
         t0 = step(6, f"controlled shutdown of broker {leaver} (SIGTERM)")
         code = cluster.terminate(leaver, timeout=40)
+        claim(code == 0, f"broker {leaver} exited with code {code} after its controlled shutdown")
         still = [p for t in topics for p in leaders_of(cluster, t) if p["leader"] == leaver]
         say(
             f"   broker {leaver} exited with code {code} ({took(t0)}); partitions it leads: {len(still)}"
@@ -210,10 +234,16 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
         for line in _get_text(f"{url}/metrics", cluster).splitlines():
             if _shown_metric(line):
                 say(f"     {line}")
+        written_by = (
+            "the controller killed in step 4"
+            if fenced_by_killed
+            else "the controller active then"
+            if fencer is None
+            else f"controller {fencer}, active then"
+        )
         say(
             "   (counters such as brokerfences_total count what this controller process "
-            "wrote since it started: the fence of step 3 was written by the controller "
-            "killed in step 4)"
+            f"wrote since it started: the fence of step 3 was written by {written_by})"
         )
         say("\n   kraft quorum describe --replication:")
         describe = [
