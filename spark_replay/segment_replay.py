@@ -240,8 +240,9 @@ def file_events(
     end as their unit) or, aborted or unfinished, never.
     """
     code_all = pc.index_in(rows.column("type"), value_set=_STATE_TYPES)
-    rows = rows.filter(pc.is_valid(code_all)).select(list(EVENT_SOURCE_COLUMNS))
-    code = pc.index_in(rows.column("type"), value_set=_STATE_TYPES).to_numpy().astype(np.int8)
+    state = pc.is_valid(code_all)
+    rows = rows.filter(state).select(list(EVENT_SOURCE_COLUMNS))
+    code = code_all.filter(state).to_numpy().astype(np.int8)
     off = rows.column("offset").to_numpy()
     n = len(off)
     if snapshot_point is not None:
@@ -321,11 +322,18 @@ class Carried:
     changes: np.ndarray
     le_base: np.ndarray
     pe_base: np.ndarray
-    lists: dict[str, pa.Array]  # carried list columns
+    # Carried list columns, lazily: row i's value is list_source[name][list_index[name][i]]
+    # (a take of only the rows a caller needs: the lists are the costly columns).
+    list_source: dict[str, pa.Array]
+    list_index: dict[str, np.ndarray]
     old_leader: np.ndarray  # the carried leader of the row before (NULL at start rows)
-    old_isr: pa.Array
+    old_isr_index: np.ndarray  # into list_source["isr"]
     topic_code: np.ndarray  # per row: index into `topics`
     topics: list[str]
+
+    def lists(self, name: str, rows: np.ndarray) -> pa.Array:
+        """The carried list column `name` at `rows`."""
+        return self.list_source[name].take(pa.array(self.list_index[name][rows]))
 
 
 def _start_columns(keys: list[Key], start: dict[Key, Delta]) -> dict[str, Any]:
@@ -409,16 +417,17 @@ def carry(events: pa.Table, start: dict[Key, Delta]) -> Carried:
     )
     leader_epoch = np.where(le_base == NULL, NULL, le_base + leader_changes)
     partition_epoch = np.where(pe_base == NULL, NULL, pe_base + changes)
-    lists = {}
+    list_source, list_index = {}, {}
     for name in LIST_FIELDS:
         both = pa.concat_arrays(
             [sc[name], parts.column(name).combine_chunks().cast(pa.list_(pa.int32()))]
         )
         valid = np.concatenate([np.ones(g, bool), _valid(both)[g:]])[order]
-        lists[name] = both.take(pa.array(order[ffill(valid)]))
+        list_source[name] = both
+        list_index[name] = order[ffill(valid)]
     before = np.maximum(pos - 1, 0)
     old_leader = np.where(is_start, NULL, leader[before])
-    old_isr = lists["isr"].take(pa.array(before))
+    old_isr_index = list_index["isr"][before]
     topic_code = (ukeys[group] >> 32).astype(np.int64)
     return Carried(
         n_groups=g,
@@ -442,9 +451,10 @@ def carry(events: pa.Table, start: dict[Key, Delta]) -> Carried:
         changes=changes,
         le_base=le_base,
         pe_base=pe_base,
-        lists=lists,
+        list_source=list_source,
+        list_index=list_index,
         old_leader=old_leader,
-        old_isr=old_isr,
+        old_isr_index=old_isr_index,
         topic_code=topic_code,
         topics=topics,
     )
@@ -511,7 +521,7 @@ def summarize(events: pa.Table) -> Summary:
     in_file_end = _points([removed.get(k[0]) for k in c.keys])
     next_at, _ = _next_in_file(c, same_next, in_file_end)
     visible = ~c.is_start & (next_at != c.at)
-    lists = {name: c.lists[name].take(pa.array(last)).to_pylist() for name in LIST_FIELDS}
+    lists = {name: c.lists(name, last).to_pylist() for name in LIST_FIELDS}
     deltas = {}
     for i, (k, r) in enumerate(zip(c.keys, last.tolist(), strict=True)):
         if k[0] in removed:
@@ -627,11 +637,20 @@ def unit_kinds(events: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _members(rows: np.ndarray, brokers: np.ndarray, lists: pa.Array) -> np.ndarray:
-    """Per (row, broker) pair: is the broker in `lists[row]`."""
+    """Per (row, broker) pair: is the broker in `lists[row]` (a null list is empty).
+
+    Each pair is compared with every element of its row's list: ISRs are short.
+    """
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
     flat = pc.list_flatten(lists).to_numpy(zero_copy_only=False).astype(np.int64)
-    parent = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
-    mask = np.int64(0xFFFFFFFF)  # (a leader of -1 is no member; NULL never matches)
-    return np.isin((rows << 32) | (brokers & mask), (parent << 32) | (flat & mask))
+    n = lengths[rows]
+    pair = np.repeat(np.arange(len(rows)), n)
+    element = np.repeat(offsets[rows] - np.concatenate([[0], np.cumsum(n)])[:-1], n) + np.arange(
+        len(pair)
+    )
+    hit = flat[element] == brokers[pair]
+    return np.bincount(pair[hit], minlength=len(rows)) > 0
 
 
 def election_causes(
@@ -656,9 +675,8 @@ def election_causes(
     evi = np.repeat(lo, cnt) + (np.arange(len(rep)) - np.repeat(starts, cnt))
     b, k = ev_broker[evi], ev_kind[evi]
     ol, nl = old_leader[rep], new_leader[rep]
-    sel = pa.array(np.arange(m))
-    in_old = _members(rep, b, old_isr.take(sel))
-    in_new = _members(rep, b, isr.take(sel))
+    in_old = _members(rep, b, old_isr)
+    in_new = _members(rep, b, isr)
     cause = np.where(create, _CREATE, -1)
     broker = np.full(m, NULL, np.int64)
 
@@ -718,11 +736,10 @@ def replay_file(
 
     out: dict[str, pa.Table] = {}
     h = np.flatnonzero(visible)
-    hi = pa.array(h)
     cols = {
         **key_columns(h),
         "leader": _int_col(c.leader[h], "leader"),
-        **{name: c.lists[name].take(hi).cast(_LIST) for name in LIST_FIELDS},
+        **{name: c.lists(name, h).cast(_LIST) for name in LIST_FIELDS},
         "leader_recovery_state": _int_col(c.lrs[h], "leader_recovery_state"),
         "leader_epoch": _int_col(c.leader_epoch[h], "leader_epoch"),
         "partition_epoch": _int_col(c.partition_epoch[h], "partition_epoch"),
@@ -735,9 +752,8 @@ def replay_file(
 
     is_pr = c.code == PR
     e = np.flatnonzero(~c.is_start & (is_pr | c.sets_leader) & ~c.from_snapshot)
-    ei = pa.array(e)
-    old_isr = c.old_isr.take(ei)
-    isr = c.lists["isr"].take(ei)
+    old_isr = c.list_source["isr"].take(pa.array(c.old_isr_index[e]))
+    isr = c.lists("isr", e)
     create = is_pr[e]
     new_leader = c.leader[e]
     old_leader = c.old_leader[e]
