@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from metadata_log.errors import RecordDecodeError
-from metadata_log.kafka.message import MessageError, decode_message, message_decoder, read_uvarint
+from metadata_log.kafka.compiled import compile_message
+from metadata_log.kafka.message import MessageError, decode_message, read_uvarint
 from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
 from metadata_log.records import (
     AbortTransactionRecord,
@@ -58,7 +59,7 @@ from metadata_log.records import (
 )
 
 FRAME_VERSION = 1
-# (api key, version) -> (schema, body reader), filled as records are met.
+# (api key, version) -> (schema, generated body decoder), filled as records are met.
 _READERS: dict[tuple[int, int], tuple[dict[str, Any], Any]] = {}
 CONTROL_KEY = struct.Struct(">hh")
 # Transaction markers (ControlRecordType ABORT/COMMIT): never in a metadata log,
@@ -131,11 +132,11 @@ def decode_value(
                     f"api key {api_key}",
                 )
             _check_version(schema, version, offset)
-            known = _READERS[(api_key, version)] = (schema, message_decoder(schema, version))
+            known = _READERS[(api_key, version)] = (schema, compile_message(schema, version))
         schema, reader = known
         try:
             fields, end = reader(value, pos)
-        except (IndexError, struct.error):
+        except (IndexError, struct.error, ValueError):  # ValueError: MessageError, bad UTF-8
             fields, end = None, -1
         if end != len(value):  # decode_message names the problem
             decode_message(schema, version, value, pos)

@@ -1,0 +1,168 @@
+"""Generated body decoders: one Python function per (record, version), built with exec.
+
+`message.struct_reader` walks a list of reader closures per field; this module
+writes the same walk out as straight-line code (fixed-width runs in one unpack,
+UUIDs and strings inlined, tagged fields dispatched by `if tag == ...`), which is
+what `metadata_log.records` does for the native msgpack records. It is the hot
+path of `records.decode_value`; the closures stay the reference: the tests check
+both give the same fields for every record type and version, and on any failure
+the caller decodes again with the reference, whose error names the problem. So
+this code only has to fail, not to explain.
+
+Rarer shapes (arrays of structs or strings, bytes, nested structs, tagged values)
+are read by the reference's own field readers, called from the generated code.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from metadata_log.kafka import message
+from metadata_log.kafka.message import (
+    _FIXED_CHARS,
+    _UUID_CACHE_SIZE,
+    _UUID_TEXT,
+    MessageError,
+    field_reader,
+    in_range,
+    read_uvarint,
+    uuid_text,
+)
+
+Reader = message.Reader
+
+
+class _Fail(MessageError):
+    """The generated decoder gave up; the reference decoder says why."""
+
+
+def _fail() -> None:
+    raise _Fail("record body does not match its schema")
+
+
+def _uuid_new(raw: bytes) -> str:
+    if len(_UUID_TEXT) >= _UUID_CACHE_SIZE:
+        _UUID_TEXT.clear()
+    text = _UUID_TEXT[raw] = uuid_text(raw)
+    return text
+
+
+_VARINT = """\
+{i}n = buf[pos]
+{i}if n < 0x80:
+{i}    pos += 1
+{i}else:
+{i}    n, pos = _uv(buf, pos)
+"""
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.ns: dict[str, Any] = {
+            "_uv": read_uvarint,
+            "_fail": _fail,
+            "_uuid_get": _UUID_TEXT.get,
+            "_uuid_new": _uuid_new,
+        }
+        self.k = 0
+
+    def const(self, value: Any) -> str:
+        self.k += 1
+        name = f"_c{self.k}"
+        self.ns[name] = value
+        return name
+
+    def struct(self, fields: list[dict[str, Any]], version: int) -> str:
+        """Define the decoder of a struct at `version` in the namespace; return its name."""
+        present = [f for f in fields if in_range(version, f["versions"])]
+        lines: list[str] = []
+        var = {f["name"]: f"v{i}" for i, f in enumerate(present)}
+        run: list[dict[str, Any]] = []
+
+        def close_run() -> None:
+            if not run:
+                return
+            st = struct.Struct(">" + "".join(_FIXED_CHARS[f["type"]] for f in run))
+            unpack = self.const(st.unpack_from)
+            names = ", ".join(var[f["name"]] for f in run) + ","
+            lines.append(f"    if pos + {st.size} > len(buf): _fail()")
+            lines.append(f"    {names} = {unpack}(buf, pos)")
+            lines.append(f"    pos += {st.size}")
+            run.clear()
+
+        tagged = []
+        for f in present:
+            if f["tag"] is not None and in_range(version, f["tagged"]):
+                tagged.append(f)
+                continue
+            if f["type"] in _FIXED_CHARS:
+                run.append(f)
+                continue
+            close_run()
+            v = var[f["name"]]
+            if f["type"] == "uuid":
+                lines += [
+                    "    raw = buf[pos:pos + 16]",
+                    "    if len(raw) != 16: _fail()",
+                    f"    {v} = _uuid_get(raw) or _uuid_new(raw)",
+                    "    pos += 16",
+                ]
+            elif f["type"] == "string":
+                nullable = in_range(version, f["nullable"])
+                lines.append(_VARINT.format(i="    ").rstrip("\n"))
+                lines += [
+                    "    if n:",
+                    "        e = pos + n - 1",
+                    "        if e > len(buf): _fail()",
+                    f"        {v} = buf[pos:e].decode('utf-8')",
+                    "        pos = e",
+                    "    else:",
+                    f"        {v} = None" if nullable else "        _fail()",
+                ]
+            else:
+                reader = self.const(field_reader(f, version))
+                lines.append(f"    {v}, pos = {reader}(buf, pos)")
+        close_run()
+        # The tagged-field section.
+        lines.append(_VARINT.format(i="    ").rstrip("\n"))
+        for f in tagged:
+            lines.append(f"    {var[f['name']]} = {self.const(f['default'])}")
+        lines.append("    unknown = None")
+        lines.append("    for _ in range(n):")
+        lines.append(_VARINT.format(i="        ").rstrip("\n").replace("n = buf", "tag = buf", 1)
+                     .replace("if n <", "if tag <", 1).replace("n, pos", "tag, pos", 1))  # fmt: skip
+        lines.append(_VARINT.format(i="        ").rstrip("\n"))
+        lines.append("        end = pos + n")
+        lines.append("        if end > len(buf): _fail()")
+        keyword = "if"
+        for f in tagged:
+            reader = self.const(field_reader(f, version))
+            lines.append(f"        {keyword} tag == {f['tag']}:")
+            lines.append(f"            {var[f['name']]}, used = {reader}(buf, pos)")
+            lines.append("            if used != end: _fail()")
+            keyword = "elif"
+        if tagged:
+            lines.append("        else:")
+            indent = "            "
+        else:
+            indent = "        "
+        lines.append(f"{indent}if unknown is None: unknown = {{}}")
+        lines.append(f"{indent}unknown[tag] = bytes(buf[pos:end]).hex()")
+        lines.append("        pos = end")
+        items = ", ".join(f"{f['name']!r}: {var[f['name']]}" for f in present)
+        lines.append(f"    out = {{{items}}}")
+        lines.append("    if unknown: out['_unknown_tagged_fields'] = unknown")
+        lines.append("    return out, pos")
+        self.k += 1
+        name = f"_struct{self.k}"
+        src = f"def {name}(buf, pos):\n" + "\n".join(lines) + "\n"
+        exec(compile(src, f"<kafka decoder {name}>", "exec"), self.ns)  # noqa: S102
+        return name
+
+
+def compile_message(schema: dict[str, Any], version: int) -> Reader:
+    """The generated body decoder of `schema` at `version`: (buf, pos) -> (fields, pos)."""
+    builder = _Builder()
+    name = builder.struct(schema["fields"], version)
+    return builder.ns[name]  # type: ignore[no-any-return]
