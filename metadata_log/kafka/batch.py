@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import crc32c
 
@@ -191,7 +192,7 @@ def decompress(codec: int, data: bytes, path: str, h: KafkaBatchHeader) -> bytes
     return bytes(cramjam.zstd.decompress(data))
 
 
-def _snappy(cramjam, data: bytes) -> bytes:  # type: ignore[no-untyped-def]
+def _snappy(cramjam: Any, data: bytes) -> bytes:
     """Kafka's snappy is xerial's stream framing (8-byte magic, 2 ints, then
     length-prefixed raw blocks); a bare raw block is accepted too."""
     if not data.startswith(_XERIAL_MAGIC):
@@ -294,8 +295,10 @@ def _bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
     return data[pos : pos + n], pos + n
 
 
-def iter_batch_headers(buf: bytes | memoryview, path: str, pos: int = 0):  # type: ignore[no-untyped-def]
-    """(header) of each verified Kafka batch in `buf` until its end."""
+def iter_batch_headers(
+    buf: bytes | memoryview, path: str, pos: int = 0
+) -> Iterator[KafkaBatchHeader]:
+    """The header of each verified Kafka batch in `buf` until its end."""
     while pos < len(buf):
         h = parse_header(buf, pos, path)
         yield h
