@@ -184,9 +184,9 @@ def dump(
     skipped: Counter[str] | None = None,
 ) -> None:
     files, others = files_to_dump(target)
-    if not as_json:
-        for other in others:
-            print(f"Skipping {other}: not a log segment or snapshot", file=out)
+    if not as_json and others:
+        names = ", ".join(p.name for p in others)
+        print(f"Skipping {len(others)} files that hold no record batches: {names}", file=out)
     for path in files:
         if not as_json:
             print(f"Dumping {path}", file=out)
