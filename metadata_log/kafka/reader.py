@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metadata_log.errors import IncompleteBatchError, RecordDecodeError
-from metadata_log.kafka.batch import KafkaBatchHeader, parse_header, records_of
+from metadata_log.kafka.batch import (
+    MAGIC,
+    MAGIC_POSITION,
+    KafkaBatchHeader,
+    parse_header,
+    records_of,
+)
 from metadata_log.kafka.records import KafkaRecord, UnknownKafkaRecordError, decode_record
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files
 
@@ -85,3 +91,29 @@ def iter_log(
     for i, path in enumerate(segments):
         for batch in iter_file(path, skipped, allow_torn_tail=i == len(segments) - 1):
             yield path, batch
+
+
+def detect_format(log_dir: str | Path) -> str | None:
+    """ "kafka" or "kraft" from the magic byte of the first batch found (segments,
+    then snapshots), None for a folder without batches."""
+    snapshots, segments = log_files(log_dir)
+    for path in segments + snapshots:
+        with path.open("rb") as f:
+            head = f.read(MAGIC_POSITION + 1)
+        if len(head) > MAGIC_POSITION:
+            magic = head[MAGIC_POSITION]
+            return {MAGIC: "kafka", 1: "kraft"}.get(magic, f"unknown magic {magic}")
+    return None
+
+
+def read_cluster_id(log_dir: str | Path) -> str | None:
+    """The cluster.id of the meta.properties beside `__cluster_metadata-0` (Kafka and
+    kraft-py both write one per log dir), or None when there is none."""
+    directory = metadata_dir(log_dir)
+    for props in (directory.parent / "meta.properties", directory / "meta.properties"):
+        if props.is_file():
+            for line in props.read_text(errors="replace").splitlines():
+                key, sep, value = line.partition("=")
+                if sep and key.strip() == "cluster.id":
+                    return value.strip()
+    return None

@@ -11,7 +11,13 @@ import pytest
 
 from metadata_log.batch import decode_records, iter_headers
 from metadata_log.image import MetadataImage
-from metadata_log.kafka.reader import iter_file, iter_log, log_files
+from metadata_log.kafka.reader import (
+    detect_format,
+    iter_file,
+    iter_log,
+    log_files,
+    read_cluster_id,
+)
 from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
 from metadata_log.kafka.writer import (
     encode_control,
@@ -92,3 +98,16 @@ def test_the_writer_and_the_tests_encoder_write_the_same_bytes(story) -> None:
             full = {f["name"]: fields.get(f["name"], f["default"]) for f in schema["fields"]}
             expected = wire_encoder.metadata_value(_KEYS[name], schema, version, full)
             assert encode_metadata_value(name, version, fields) == expected
+
+
+def test_format_and_cluster_id_of_a_log_folder(story, tmp_path: Path) -> None:
+    native, kafka = story
+    assert detect_format(native.parent) == "kraft" and detect_format(kafka) == "kafka"
+    assert read_cluster_id(kafka.parent) is None
+    (kafka.parent / "meta.properties").write_text(
+        "#\n#Tue Nov 25 12:00:00 UTC 2026\nnode.id=1\nversion=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qk\n"
+    )
+    assert read_cluster_id(kafka) == "MkU3OEVBNTcwNTJENDM2Qk"
+    empty = tmp_path / "__cluster_metadata-0"
+    empty.mkdir()
+    assert detect_format(empty) is None
