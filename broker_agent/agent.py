@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import random
 import time
@@ -28,6 +27,7 @@ import aiohttp
 import msgpack
 
 from broker_agent.follower import wait_event
+from broker_agent.heartbeat_channel import HeartbeatChannel, decode_body
 from broker_agent.isr import AlterSend, IsrConfig, IsrManager
 from broker_agent.lifecycle import (
     INVALID_RESPONSE,
@@ -40,6 +40,7 @@ from broker_agent.lifecycle import (
     Output,
     Send,
 )
+from broker_agent.send_gate import CATCHING_UP, KEEP_SESSION, RECOVERING, REGISTER, SendGate
 from kraft.clock import mono_ms
 from kraft.security.client import NONE, ClientSecurity
 from metadata_log.image import MetadataImage
@@ -181,19 +182,6 @@ async def post_msgpack(
         return resp.status, decode_body(raw)
 
 
-def decode_body(raw: bytes) -> Any:
-    if not raw:
-        return {}
-    try:
-        return msgpack.unpackb(raw, raw=False)
-    except Exception:  # noqa: BLE001 - msgpack raises several types; an error page may be JSON
-        pass
-    try:
-        return json.loads(raw)
-    except ValueError:  # UnicodeDecodeError is one
-        return None
-
-
 def error_code(status: int, body: Any) -> str:
     """The error name of a failed answer: the controller's `error_code`, else one
     from the HTTP status; INVALID_RESPONSE for a success body that is not a map."""
@@ -216,6 +204,15 @@ def count_task_death(stats: AgentStats, what: str, exc: BaseException | None) ->
     )
 
 
+def send_priority(lc: BrokerLifecycle, send: Send) -> int:
+    """A request's place at a fleet's send gate (send_gate.py)."""
+    if send.kind == "register":
+        return REGISTER
+    if not lc.is_fenced:
+        return KEEP_SESSION
+    return RECOVERING if lc.state is BrokerState.RECOVERY else CATCHING_UP
+
+
 # Transport failures: the controller could not be reached or did not answer in time.
 TRANSPORT_ERRORS = (TimeoutError, aiohttp.ClientError, OSError)
 
@@ -236,6 +233,8 @@ class BrokerAgent:
         on_state_change: Callable[[int, BrokerState, BrokerState, str], None] | None = None,
         security: ClientSecurity = NONE,
         heartbeat_session: aiohttp.ClientSession | None = None,
+        gates: dict[str, SendGate] | None = None,
+        heartbeat_channel: HeartbeatChannel | None = None,
     ) -> None:
         self.broker_id = broker_id
         # TLS and this broker's own credential (issue 8): the controllers bind it to broker_id.
@@ -249,6 +248,11 @@ class BrokerAgent:
         # channel of its own): the controller answers such a connection in its lean
         # front (kraft/server/heartbeat_front.py) instead of aiohttp's machinery.
         self.heartbeat_session = heartbeat_session or session
+        # A fleet's shared connections: per request kind, the gate a request waits
+        # at before it goes out (send_gate.py); none: straight to the session.
+        self.gates = gates or {}
+        # A fleet's lean pipelined heartbeat connections (heartbeat_channel.py).
+        self.heartbeat_channel = heartbeat_channel
         self.metadata = metadata
         self.settings = settings or AgentSettings()
         self.clock = clock
@@ -372,16 +376,29 @@ class BrokerAgent:
     async def _exchange(self, lc: BrokerLifecycle, send: Send) -> None:
         url = self.controllers[send.controller] + PATHS[send.kind]
         session = self.heartbeat_session if send.kind == "heartbeat" else self.session
+        gate = self.gates.get(send.kind)
+        if gate is not None:
+            await gate.acquire(send_priority(lc, send))
         started = time.perf_counter()
         try:
-            status, body = await post_msgpack(
-                session, url, send.body, send.timeout_ms, self._headers, self._ssl
-            )
+            if not lc.waiting_for(send.request_id):
+                return  # the lifecycle gave up on it while it waited at the gate
+            lc.on_sent(send.request_id, self.clock())
+            channel = self.heartbeat_channel
+            if channel is not None and send.kind == "heartbeat":
+                status, body = await channel.post(url, send.body, send.timeout_ms)
+            else:
+                status, body = await post_msgpack(
+                    session, url, send.body, send.timeout_ms, self._headers, self._ssl
+                )
         except TRANSPORT_ERRORS:
             self.errors += 1
             self.stats.count_error(send.kind, NETWORK)
             self._apply(lc.on_error(send.request_id, NETWORK, self.clock()))
             return
+        finally:
+            if gate is not None:
+                gate.release()
         if status >= 400 or not isinstance(body, dict):
             code = error_code(status, body)
             hint = self.controller_index(body.get("leader_url")) if isinstance(body, dict) else None
@@ -545,6 +562,9 @@ class BrokerAgent:
             incarnation_id=self.incarnation_id,
             heartbeat_interval_ms=s.heartbeat_interval_ms,
             request_timeout_ms=s.request_timeout_ms,
+            # at the gate for at most one request timeout (a heartbeat: the gate's
+            # wait and the controller's answer together fit in the session)
+            queue_timeout_ms=s.request_timeout_ms if self.gates else 0,
             controlled_shutdown_timeout_ms=s.controlled_shutdown_timeout_ms,
             listeners=(
                 {

@@ -61,6 +61,10 @@ class LifecycleConfig:
     heartbeat_interval_ms: int = 2000
     request_timeout_ms: int = 2000
     controlled_shutdown_timeout_ms: int = 30_000
+    # How long a request may wait for the shell to put it on the wire (a fleet's
+    # shared connections, broker_agent/send_gate.py) before its request timeout
+    # starts (`on_sent`); a shell that sends at once calls on_sent at once.
+    queue_timeout_ms: int = 0
     backoff_initial_ms: int = 100
     backoff_max_ms: int = 5_000
     backoff_jitter: float = 0.2
@@ -149,6 +153,7 @@ class BrokerLifecycle:
         )
         self._in_flight: Send | None = None
         self._in_flight_deadline = 0
+        self._in_flight_sent = False
         self._next_send_ms = now_ms  # register at once
         self._next_request_id = 1
         self._shutdown_deadline_ms: int | None = None
@@ -201,8 +206,22 @@ class BrokerLifecycle:
             kind = "heartbeat"
         send = Send(rid, self.selector.current, kind, body, self.config.request_timeout_ms)
         self._in_flight = send
-        self._in_flight_deadline = now_ms + self.config.request_timeout_ms
+        # without a queue (queue_timeout_ms 0) a request is on the wire at once
+        self._in_flight_sent = self.config.queue_timeout_ms == 0
+        self._in_flight_deadline = (
+            now_ms + self.config.queue_timeout_ms + self.config.request_timeout_ms
+        )
         return send
+
+    def waiting_for(self, request_id: int) -> bool:
+        """Whether the request is still in flight (not answered, timed out or dropped)."""
+        return self._in_flight is not None and self._in_flight.request_id == request_id
+
+    def on_sent(self, request_id: int, now_ms: int) -> None:
+        """The shell put the request on the wire: its request timeout starts now."""
+        if self.waiting_for(request_id):
+            self._in_flight_sent = True
+            self._in_flight_deadline = now_ms + self.config.request_timeout_ms
 
     def _retry_later(self, now_ms: int) -> None:
         delay = self.backoff.next_delay_ms()
@@ -222,10 +241,12 @@ class BrokerLifecycle:
             out.exit_code = 0
             return out
         if self._in_flight is not None and now_ms >= self._in_flight_deadline:
-            # the controller did not answer in time: skip it
+            # the controller did not answer in time: skip it (but a request that never
+            # left the shell's queue says nothing about the controller)
             self._in_flight = None
             self.errors += 1
-            self.selector.rotate()
+            if self._in_flight_sent:
+                self.selector.rotate()
             self._retry_later(now_ms)
         if self._in_flight is None and now_ms >= self._next_send_ms:
             out.sends.append(self._request(now_ms))
