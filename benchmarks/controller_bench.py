@@ -17,10 +17,22 @@ playing the brokers over HTTP (msgpack bodies, keep-alive):
   committed (every PartitionChangeRecord, then the FenceBrokerRecord), and the
   other brokers' heartbeat p99 in that window (bulk work must not starve them);
 - 2M partitions, in a separate process: RSS of the image, and the time to write
-  and to load its snapshot (goal <= 2 GiB, <= 20 s each).
+  and to load its snapshot (goal <= 2 GiB, <= 20 s each);
+- fence a broker in every ISR (issue 26; `--isr-fence 1000000,2000000`), on a fresh
+  cluster per size and per timeout setting (`--isr-timeouts kafka,fast`: Kafka's
+  election 1 s / fetch 2 s / session 9 s, the tests' 500 ms / 1 s / 3 s):
+  partitions with RF 3 on brokers 1000-1002 (topics of 10,000), `--isr-other-brokers`
+  more brokers heartbeating; broker 1000 goes silent. Reported: decision ->
+  appended -> committed, committed -> applied on the leader and each standby,
+  leader changes (Raft epoch), the other brokers' heartbeat latency in the window,
+  other brokers fenced, each controller's peak RSS (VmHWM);
+- full restart (`--full-restart`, after the first size's fence): every controller
+  restarted with every broker gone; the time until all are fenced, the fenced
+  count's steps (one broker at a time) and the elections (1 = only the restart's).
 
 Usage: python benchmarks/controller_bench.py [--quick] [--brokers N]
        [--interval-ms MS] [--duration S] [--skip-cluster] [--skip-snapshot]
+       [--isr-fence N,N [--isr-timeouts kafka,fast] [--full-restart] [--isr-only]]
 """
 
 from __future__ import annotations
@@ -73,8 +85,9 @@ def lat_stats(lat_s: list[float]) -> dict[str, Any]:
 
 
 class Cluster:
-    def __init__(self, tmp: Path, overrides: dict[str, str]) -> None:
+    def __init__(self, tmp: Path, overrides: dict[str, str], log_level: str = "WARNING") -> None:
         self.tmp = tmp
+        self.log_level = log_level
         self.ports = free_ports(3)
         self.voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
         self.urls = {i + 1: f"http://127.0.0.1:{p}" for i, p in enumerate(self.ports)}
@@ -87,7 +100,7 @@ class Cluster:
                 sys.executable, "-m", "kraft.cli", "controller",
                 "--node-id", str(i), "--voters", self.voters,
                 "--data-dir", str(self.tmp / f"c{i}"), "--log-format", "json",
-                "--log-level", "WARNING",
+                "--log-level", self.log_level,
             ]  # fmt: skip
             for k, v in self.overrides.items():
                 args += ["--override", f"{k}={v}"]
@@ -601,6 +614,236 @@ async def stop_tasks(tasks: list[asyncio.Task[None]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+# ============================================================ fence in every ISR
+
+# Kafka's defaults and the integration tests' (issue 26 measures both).
+TIMEOUTS: dict[str, dict[str, str]] = {
+    "kafka": {
+        "controller.quorum.election.timeout.ms": "1000",
+        "controller.quorum.fetch.timeout.ms": "2000",
+        "broker.session.timeout.ms": "9000",
+        "broker.heartbeat.interval.ms": "2000",
+    },
+    "fast": {
+        "controller.quorum.election.timeout.ms": "500",
+        "controller.quorum.fetch.timeout.ms": "1000",
+        "broker.session.timeout.ms": "3000",
+        "broker.heartbeat.interval.ms": "1000",
+    },
+}
+EPOCH = "kafka_server_raft_metrics_current_epoch"
+APPLIED = "kafka_controller_kafkacontroller_lastappliedrecordoffset"
+PER_TOPIC = 10_000  # max.partitions.per.topic
+
+
+def peak_rss_mib(pid: int) -> float:
+    """VmHWM: the process's peak resident set."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def fence_log(path: Path, broker_id: int) -> dict[str, Any] | None:
+    """The active controller's "fence committed" log line of `broker_id`."""
+    found = None
+    with contextlib.suppress(OSError):
+        for line in path.read_text(errors="replace").splitlines():
+            if '"broker_fence_committed"' in line:
+                with contextlib.suppress(ValueError):
+                    rec = json.loads(line)
+                    if rec.get("broker_id") == broker_id:
+                        found = rec
+    return found
+
+
+async def epochs(control: Any, cluster: Cluster) -> dict[int, float]:
+    return {i: await metric(control, u, EPOCH) for i, u in cluster.urls.items()}
+
+
+async def create_partitions(control: Any, url: str, brokers: list[int], partitions: int) -> float:
+    """`partitions` partitions, RF 3 over `brokers`, in topics of PER_TOPIC."""
+    t = time.perf_counter()
+    rotations = [brokers[k:] + brokers[:k] for k in range(len(brokers))]
+    left, n = partitions, 0
+    while left > 0:
+        count = min(PER_TOPIC, left)
+        left -= count
+        assignments = [rotations[(n + p) % len(rotations)] for p in range(count)]
+        async with control.post(
+            url + "/v1/topics", json={"name": f"isr-{n}", "assignments": assignments}
+        ) as r:
+            st, body = r.status, await r.json(content_type=None)
+        if st != 201:
+            raise RuntimeError(f"creating topic isr-{n} failed: {st} {body}")
+        n += 1
+    return time.perf_counter() - t
+
+
+async def caught_up(control: Any, cluster: Cluster, url: str, wait_s: float) -> None:
+    _, q = await get_json(control, url + "/v1/quorum")
+    end = q["high_watermark"] - 1
+    give_up = time.monotonic() + wait_s
+    while time.monotonic() < give_up:
+        applied = [await metric(control, u, APPLIED) for u in cluster.urls.values()]
+        if all(a >= end for a in applied):
+            return
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"the controllers did not all replay to {end} in {wait_s} s")
+
+
+async def when_fenced_everywhere(
+    control: Any, cluster: Cluster, counts: dict[int, float], wait_s: float
+) -> dict[int, float]:
+    """perf_counter at which each controller's image first shows more fenced brokers
+    than `counts` (polled every 20 ms; bounded)."""
+    seen: dict[int, float] = {}
+    give_up = time.perf_counter() + wait_s
+    while len(seen) < len(cluster.urls) and time.perf_counter() < give_up:
+        for i, u in cluster.urls.items():
+            if i not in seen:
+                with contextlib.suppress(Exception):
+                    if await metric(control, u, FENCED_COUNT, attempts=1) > counts[i]:
+                        seen[i] = time.perf_counter()
+        await asyncio.sleep(0.02)
+    return seen
+
+
+async def isr_fence_phase(
+    opts: argparse.Namespace, tmp: Path, partitions: int, mode: str, restart: bool
+) -> dict[str, Any]:
+    """Fence a broker in every ISR at `partitions` (RF 3 on 3 brokers, other brokers
+    heartbeating); with `restart`, then restart every controller with every broker
+    gone and time until every broker is fenced."""
+    import aiohttp
+
+    timeouts = TIMEOUTS[mode]
+    session_s = int(timeouts["broker.session.timeout.ms"]) / 1000
+    interval_s = int(timeouts["broker.heartbeat.interval.ms"]) / 1000
+    tmp.mkdir(parents=True)
+    cluster = Cluster(
+        tmp,
+        {**timeouts, "controller.event.queue.size": "100000", "max.connections": "1000"},
+        log_level="INFO",
+    )
+    out: dict[str, Any] = {"partitions": partitions, "timeouts": mode, **timeouts}
+    tasks: list[asyncio.Task[None]] = []
+    cluster.start()
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=200), timeout=aiohttp.ClientTimeout(total=30)
+    )
+    control = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=8), timeout=aiohttp.ClientTimeout(total=120)
+    )
+    try:
+        active = await wait_active(control, cluster)
+        url = cluster.urls[active]
+        _, q = await get_json(control, url + "/v1/quorum")
+        brokers = Brokers(session, url, q["cluster_id"], interval_s)
+        isr = [1000, 1001, 1002]
+        others = list(range(2000, 2000 + opts.isr_other_brokers))
+        ids = isr + others
+        await brokers.register_all(ids)
+        n_conn = min(len(ids), 50)
+        tasks = [
+            asyncio.create_task(brokers.connection_loop(k, ids, n_conn)) for k in range(n_conn)
+        ]
+        deadline = time.monotonic() + 60
+        while await metric(control, url, FENCED_COUNT) != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the brokers were not all unfenced in 60 s")
+            await asyncio.sleep(0.5)
+        out["topic_create_s"] = round(await create_partitions(control, url, isr, partitions), 1)
+        await caught_up(control, cluster, url, 600)
+        await asyncio.sleep(1.0)
+        epoch0 = await epochs(control, cluster)
+        fenced0 = {i: await metric(control, u, FENCED_COUNT) for i, u in cluster.urls.items()}
+        victim = isr[0]
+        brokers.silent.add(victim)
+        await asyncio.sleep(0.01)
+        seen = await when_fenced_everywhere(control, cluster, fenced0, session_s + 300)
+        expiry = brokers.last_ok[victim] + session_s
+        await asyncio.sleep(1.0)
+        epoch1 = await epochs(control, cluster)
+        active1 = await wait_active(control, cluster)
+        decided = await fence_commit_of(control, cluster.urls[active1], victim, 30)
+        line = fence_log(tmp / f"c{active1}.log", victim) or {}
+        others_lat = [
+            lat
+            for t0, lat in brokers.lat
+            if expiry - 0.5 <= t0 <= max(seen.values(), default=expiry) + 0.5
+        ]
+        fenced_after = await metric(control, cluster.urls[active1], FENCED_COUNT)
+        commit_ms = decided[0] if decided else None
+        out["fence"] = {
+            "records": decided[1] if decided else None,
+            "decision_to_appended_ms": line.get("appended_ms_since_decision"),
+            "decision_to_committed_ms": commit_ms,
+            # decision ~ session expiry (the controller's fence check runs then)
+            "applied_ms_after_session_expiry": {
+                ("leader" if i == active else f"standby-{i}"): round((t - expiry) * 1000)
+                for i, t in sorted(seen.items())
+            },
+            "committed_to_applied_ms": {
+                ("leader" if i == active else f"standby-{i}"): (
+                    round((t - expiry) * 1000 - commit_ms) if commit_ms is not None else None
+                )
+                for i, t in sorted(seen.items())
+            },
+            "applied_everywhere": len(seen) == len(cluster.urls),
+            "leader_changes": int(max(epoch1.values()) - max(epoch0.values())),
+            "active_unchanged": active1 == active,
+            "others_heartbeat": lat_stats(others_lat),
+            "others_fenced": int(fenced_after) - int(fenced0[active]) - 1,
+            "peak_rss_mib": {i: peak_rss_mib(p.pid) for i, p in cluster.procs.items()},
+        }
+        print(json.dumps({"partial": out}), file=sys.stderr, flush=True)
+        if not restart:
+            return out
+
+        # ---- full restart with every broker gone
+        await stop_tasks(tasks)
+        tasks = []
+        cluster.stop()
+        epoch_before = max(epoch1.values())
+        total = len(ids)
+        t = time.perf_counter()
+        cluster.start()
+        ready = await wait_active(control, cluster, timeout=600)
+        active_s = time.perf_counter() - t
+        give_up = time.perf_counter() + 1200
+        counts: list[tuple[float, int]] = []  # (s since restart, fenced on the active)
+        done_at = None
+        while time.perf_counter() < give_up:
+            with contextlib.suppress(Exception):
+                a = await wait_active(control, cluster, timeout=30)
+                n = int(await metric(control, cluster.urls[a], FENCED_COUNT, attempts=1))
+                if not counts or counts[-1][1] != n:
+                    counts.append((round(time.perf_counter() - t, 1), n))
+                if n == total:
+                    done_at = time.perf_counter() - t
+                    break
+            await asyncio.sleep(0.2)
+        epoch_after = max((await epochs(control, cluster)).values())
+        out["full_restart"] = {
+            "brokers": total,
+            "first_active_s": round(active_s, 1),
+            "first_active": ready,
+            "all_fenced_s": round(done_at, 1) if done_at is not None else None,
+            "fenced_count_steps": counts,
+            # the restart's own election is one; more are leader changes
+            "elections": int(epoch_after - epoch_before),
+            "peak_rss_mib": {i: peak_rss_mib(p.pid) for i, p in cluster.procs.items()},
+        }
+        return out
+    finally:
+        await stop_tasks(tasks)
+        await session.close()
+        await control.close()
+        cluster.stop()
+
+
 # =============================================================== 2M partitions
 
 
@@ -717,6 +960,13 @@ def main() -> int:
         "--skip-fences", action="store_true", help="only the heartbeat phase of the cluster"
     )
     ap.add_argument("--quick", action="store_true", help="30 s window, 200k-partition snapshot")
+    ap.add_argument(
+        "--isr-fence", default="", help="partition counts of the fence-in-every-ISR phase"
+    )
+    ap.add_argument("--isr-timeouts", default="kafka,fast", help="kafka, fast or both")
+    ap.add_argument("--isr-other-brokers", type=int, default=100)
+    ap.add_argument("--full-restart", action="store_true")
+    ap.add_argument("--isr-only", action="store_true", help="only the ISR-fence phases")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--snapshot-worker", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
@@ -733,6 +983,16 @@ def main() -> int:
         "setup": {"controllers": 3, "cpus": os.cpu_count(), "fsync": True},
     }
     try:
+        sizes = [int(x) for x in opts.isr_fence.split(",") if x.strip()]
+        for mode in [m.strip() for m in opts.isr_timeouts.split(",") if m.strip()]:
+            if mode not in TIMEOUTS:
+                ap.error(f"--isr-timeouts: {mode!r} is not one of {sorted(TIMEOUTS)}")
+            for k, n in enumerate(sizes):
+                restart = opts.full_restart and k == 0
+                res = asyncio.run(isr_fence_phase(opts, tmp / f"isr-{mode}-{n}", n, mode, restart))
+                out.setdefault("isr_fence", []).append(res)
+        if opts.isr_only:
+            opts.skip_cluster = opts.skip_snapshot = True
         if not opts.skip_cluster:
             out.update(asyncio.run(cluster_phases(opts, tmp)))
         if not opts.skip_snapshot:

@@ -153,6 +153,22 @@ def state_change(
 _state_log = logging.getLogger("kraft.state_change")
 
 
+def log_state_changes_summary(first_offset: int, last_offset: int, **counts: int) -> None:
+    """One `state_change` line ("partitions_changed") for the partition changes of a
+    large replayed slice, with how many of each kind (and their offsets)."""
+    if _state_log.isEnabledFor(logging.INFO):
+        _state_log.info(
+            "partitions_changed",
+            extra={
+                "event": "state_change",
+                "change": "partitions_changed",
+                "first_offset": first_offset,
+                "last_offset": last_offset,
+                **counts,
+            },
+        )
+
+
 def log_state_change(record: Any, offset: int, topic_name: Callable[[str], str | None]) -> None:
     """One `state_change` line (logger `kraft.state_change`) if the record changes state."""
     if not _state_log.isEnabledFor(logging.INFO):

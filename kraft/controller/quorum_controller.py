@@ -162,6 +162,9 @@ class QuorumController:
         # Offset at which each broker entered controlled shutdown (from replay, so a
         # new active controller knows it too).
         self._shutdown_offsets: dict[int, int] = {}
+        # The offset of each broker's last registration change replayed here (none:
+        # before the snapshot this image started from, so committed).
+        self._broker_changed_at: dict[int, int] = {}
 
     # ---------------------------------------------------------------- state
 
@@ -173,6 +176,8 @@ class QuorumController:
         """The only way state changes: on the active controller and on standbys."""
         self.image.replay(record, offset)
         t = type(record)
+        if t in _BROKER_RECORDS:
+            self._broker_changed_at[_broker_of(record)] = offset
         hb = self.heartbeats
         if t is RegisterBrokerRecord:
             self._shutdown_offsets.pop(record.broker_id, None)  # type: ignore[union-attr]
@@ -240,6 +245,7 @@ class QuorumController:
         self._shutdown_offsets = {
             b.broker_id: image.offset for b in image.brokers.values() if b.in_controlled_shutdown
         }
+        self._broker_changed_at = {}
 
     def activate(self, now_ms: int) -> None:
         """Become the active controller (after replaying the whole committed log).
@@ -480,6 +486,40 @@ class QuorumController:
             "should_shut_down": nxt.should_shut_down,
         }
         return ControllerResult(tuple(records), reply)
+
+    def heartbeat_at_once(
+        self, req: BrokerHeartbeatRequest, now_ms: int, committed_offset: int
+    ) -> dict[str, Any] | None:
+        """`heartbeat(req, now_ms)`'s reply when it writes nothing and depends on
+        nothing uncommitted: an unfenced broker (in the log, as committed, and in
+        the soft state) that asks for no change. None: it must go through the
+        event queue. It runs while a large write is replayed, whose other records
+        do not touch this broker: the broker's sessions stay alive however long
+        a fence of a million partitions takes."""
+        hb = self._hb()
+        b = self.image.brokers.get(req.broker_id)
+        state = hb.state(req.broker_id)
+        if (
+            b is None
+            or b.broker_epoch != req.broker_epoch
+            or b.fenced
+            or b.in_controlled_shutdown
+            or req.want_fence
+            or req.want_shutdown
+            or state is None
+            or state.fenced
+            or state.shutting_down
+            or self._broker_changed_at.get(req.broker_id, -1) > committed_offset
+        ):
+            return None
+        self.now_ms = max(self.now_ms, now_ms)
+        hb.touch(req.broker_id, False, req.current_metadata_offset, now_ms)
+        return {
+            "is_caught_up": req.current_metadata_offset >= b.broker_epoch,
+            "is_fenced": False,
+            "in_controlled_shutdown": False,
+            "should_shut_down": False,
+        }
 
     def next_fence_check_ms(self) -> int | None:
         return None if self.heartbeats is None else self.heartbeats.next_check_time_ms()
@@ -859,3 +899,21 @@ def partition_reply(topic_id: str, partition_id: int, p: PartitionRegistration) 
         "partition_epoch": p.partition_epoch,
         "leader_recovery_state": p.leader_recovery_state,
     }
+
+
+_BROKER_RECORDS = frozenset(
+    {
+        RegisterBrokerRecord,
+        UnregisterBrokerRecord,
+        FenceBrokerRecord,
+        UnfenceBrokerRecord,
+        BrokerRegistrationChangeRecord,
+    }
+)
+
+
+def _broker_of(record: Any) -> int:
+    """The broker a registration record changes (Fence/Unfence name it `id`)."""
+    return (
+        record.id if type(record) in (FenceBrokerRecord, UnfenceBrokerRecord) else record.broker_id
+    )

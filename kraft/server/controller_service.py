@@ -32,7 +32,7 @@ from kraft.clock import mono_ms, wall_ms
 from kraft.controller.batching import EncodedBatch, RecordEncoder, to_batches
 from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
-from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay
+from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay, io_turns
 from metadata_log.image import MetadataImage
 from metadata_log.records import METADATA_VERSION_FEATURE, AbortTransactionRecord, MetadataRecord
 
@@ -98,6 +98,7 @@ class _LargeWrite:
     more: Iterator[MetadataRecord] | None = None
     last: int = -1  # the last offset, once appended
     committed_at: float | None = None  # perf_counter when the high watermark passed `last`
+    appended_at: float | None = None  # perf_counter when it was appended
 
 
 class ControllerService:
@@ -262,6 +263,15 @@ class ControllerService:
             )
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         now = self.clock()
+        at_once = getattr(generate, "at_once", None) if priority else None
+        if at_once is not None and self._replay is not None:
+            # A large write holds the queue for seconds: a heartbeat that changes
+            # nothing and reads nothing uncommitted is answered now (the broker's
+            # session must outlive a fence of a million partitions).
+            reply = at_once(self.controller, now, self.writer.committed_offset())
+            if reply is not None:
+                fut.set_result(reply)
+                return fut
         ev = _Event(name, generate, now + self.request_timeout_ms, fut, now)
         task = self._task
         if priority and not self._priority and self._replay is None and task and not task.done():
@@ -378,6 +388,7 @@ class ControllerService:
             self._drop_generating(w)
             return
         self._last_write_ms = now
+        w.appended_at = time.perf_counter()
         self._replayer.add(base, plan.records, w.append_time_ms, len(plan.records))
 
     def _start_large_write(self, w: _LargeWrite) -> None:
@@ -410,15 +421,18 @@ class ControllerService:
         last = self.writer.next_offset() - 1 if w.last < 0 else w.last
         assert self.controller.image.offset == last, (self.controller.image.offset, last)
         self._no_large_write()
-        if w.committed_at is not None and isinstance(w.reply, dict):
-            w.reply["committed_at"] = w.committed_at
+        if isinstance(w.reply, dict):
+            if w.committed_at is not None:
+                w.reply["committed_at"] = w.committed_at
+            if w.appended_at is not None:
+                w.reply["appended_at"] = w.appended_at
         if w.future is not None:
             self._wait_for(last, w.future, w.reply, w.started)
 
     async def _continue_replay(self) -> None:
         w = self._replay
         while w is not None and self._replay is w and not self._replay_step(w):
-            await asyncio.sleep(0)  # Raft fetches, heartbeat arrivals (contact noted)
+            await io_turns()  # Raft fetches, heartbeat arrivals (contact noted)
 
     def _finish_replay_now(self) -> None:
         w = self._replay
@@ -556,6 +570,9 @@ class ControllerService:
                 "broker_id": reply["fenced_broker"],
                 "records": reply["records"],
                 "ms_since_decision": commit_ms,
+                "appended_ms_since_decision": round(
+                    (reply.get("appended_at", now) - ran_at) * 1000, 1
+                ),
                 "replayed_ms_since_decision": round((now - ran_at) * 1000, 1),
             },
         )

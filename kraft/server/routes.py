@@ -79,9 +79,26 @@ class ControllerService(Protocol):
 HEARTBEAT = "broker-heartbeat"
 
 
+class HeartbeatCommand:
+    """The heartbeat's command (the aiohttp route and kraft.server.heartbeat_front).
+    `at_once`: its reply without the event queue when it changes nothing
+    (QuorumController.heartbeat_at_once), while a large write holds the queue."""
+
+    __slots__ = ("req",)
+
+    def __init__(self, req: BrokerHeartbeatRequest) -> None:
+        self.req = req
+
+    def __call__(self, c: Any, now: int, off: int) -> Any:
+        return c.heartbeat(self.req, now)
+
+    def at_once(self, c: Any, now: int, committed_offset: int) -> Any:
+        return c.heartbeat_at_once(self.req, now, committed_offset)
+
+
 def heartbeat_command(req: BrokerHeartbeatRequest) -> Generate:
     """The heartbeat's command (the aiohttp route and kraft.server.heartbeat_front)."""
-    return lambda c, now, off: c.heartbeat(req, now)
+    return HeartbeatCommand(req)
 
 
 def build_routes(

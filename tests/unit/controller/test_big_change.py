@@ -1,0 +1,239 @@
+"""Issue 26: a change of many partitions is replayed in bounded slices everywhere.
+
+- MetadataImage/QuorumController.replay_in_steps equal one replay of the same
+  records (a large transaction's end applied a slice at a time, journal and revert
+  included), and no slice applies more than twice the step;
+- ChunkedReplay (the one mechanism of the active and standby paths) over batches
+  that split a transaction: the same image as replaying them at once;
+- the fence is one method, its records generated lazily, and what it generates
+  equals the builder-based rule on a seeded cluster;
+- heartbeat_at_once answers exactly what heartbeat() would, and only when nothing
+  changes and nothing uncommitted is read; the service answers such a heartbeat
+  while a large write holds its queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+from kraft.controller.batching import to_batches
+from kraft.controller.partition_change import PartitionChangeBuilder, isr_without
+from kraft.controller.quorum_controller import ControllerResult, QuorumController
+from kraft.controller.requests import BrokerHeartbeatRequest
+from kraft.server.chunked_replay import ChunkedReplay
+from kraft.server.routes import heartbeat_command
+from metadata_log.records import EndTransactionRecord, FenceBrokerRecord, PartitionChangeRecord
+
+from .harness import Harness
+from .test_controller_service import make, settle
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def cluster(partitions: int = 300, seed: int = 5) -> Harness:
+    """Brokers 1-4 unfenced, `partitions` partitions of RF 3 over them (seeded)."""
+    h = Harness(session_timeout_ms=1000)
+    for b in (1, 2, 3, 4):
+        h.unfenced_broker(b)
+    rng = random.Random(seed)
+    for t in range(3):
+        h.create_topic(f"t{t}", [rng.sample([1, 2, 3, 4], 3) for _ in range(partitions // 3)])
+    return h
+
+
+def fence_records(h: Harness, broker: int, now: int) -> list[Any]:
+    """The stale `broker`'s fence, drawn to the end (the others heartbeat at `now`)."""
+    for b in (1, 2, 3, 4):
+        if b != broker:
+            h.heartbeat(b, now)
+    res = h.c.maybe_fence_stale_broker(now + 1000)
+    assert res is not None and res.more is not None and res.records == ()
+    return list(res.drained().records)
+
+
+def test_the_fence_generates_what_the_builder_rule_gives() -> None:
+    h = cluster()
+    image = h.c.image
+    records = fence_records(h, 1, 500)
+    assert type(records[-1]) is FenceBrokerRecord and records[-1].id == 1
+    want = []
+    for topic_id in sorted(image.topics):
+        for pid, p in sorted(image.topics[topic_id].partitions.items()):
+            if 1 not in p.isr and p.leader != 1:
+                continue
+            rec = (
+                PartitionChangeBuilder(p, topic_id, pid, lambda b: b not in (1,))
+                .set_target_isr(isr_without(p.isr, 1))
+                .build()
+            )
+            if rec is not None:
+                want.append(rec)
+    assert records[:-1] == want and len(want) > 100
+
+
+def replayed_image(h: Harness, records: list[Any], step: int | None, batch_bytes: int) -> Any:
+    """A copy of `h`'s controller replaying `records` as batches (a transaction if
+    they exceed one), stepwise when `step` is given; returns (image dict, max slice)."""
+    c = QuorumController(h.config, random.Random(1))
+    c.replay_batch(0, [r for _, r in h.log])
+    plan = to_batches(records, batch_bytes)
+    assert len(plan.batches) > 1  # a transaction of several batches
+    base = len(h.log)
+    biggest = 0
+    if step is None:
+        c.replay_batch(base, plan.records)
+    else:
+        r = ChunkedReplay(c, step)
+        off = base
+        for b in plan.batches:
+            r.add(off, plan.records[off - base : off - base + b.record_count], 0, b.record_count)
+            off += b.record_count
+        work = [0]  # records replayed plus partition changes applied
+        real_replay, index = c.replay, c.image.listener
+
+        class Counting:
+            def partition_changed(self, *args: Any) -> None:
+                work[0] += 1
+                index.partition_changed(*args)
+
+        def counting(rec: Any, o: int) -> None:
+            work[0] += 1
+            real_replay(rec, o)
+
+        c.replay = counting  # type: ignore[method-assign]
+        c.image.listener = Counting()
+        while True:
+            before = work[0]
+            done = r.step()
+            biggest = max(biggest, work[0] - before)
+            if done:
+                break
+        assert r.idle
+    return c.image.to_dict(), biggest
+
+
+def test_chunked_replay_of_a_transaction_equals_one_replay() -> None:
+    h = cluster()
+    records = fence_records(h, 2, 500)
+    once, _ = replayed_image(h, records, None, 2048)
+    stepped, biggest = replayed_image(h, records, 16, 2048)
+    assert stepped == once
+    # a step replays up to 16 records, or applies 16 of an end's (after up to 15 records)
+    assert 0 < biggest <= 2 * 16
+
+
+def test_stepped_end_reverts_like_a_replayed_one() -> None:
+    """The active controller journals; a stepped end reverts to the same state."""
+    h = cluster(60)
+    c = h.c
+    before = c.image.to_dict()
+    records = fence_records(h, 3, 500)
+    plan = to_batches(records, 512)
+    base = len(h.log)
+    assert type(plan.records[-1]) is EndTransactionRecord
+    steps = c.replay_in_steps(base, plan.records, 0, 4)
+    n = sum(1 for _ in steps)
+    assert n > 3 and c.image.offset == base + len(plan.records) - 1
+    assert not c.image.in_transaction and not c.index.in_isr.get(3)
+    c.deactivate(base - 1)
+    assert c.image.to_dict() == before and c.index.in_isr.get(3)
+
+
+def test_replay_refuses_while_an_end_is_applied() -> None:
+    h = cluster(60)
+    records = fence_records(h, 3, 500)
+    plan = to_batches(records, 512)
+    base = len(h.log)
+    steps = h.c.replay_in_steps(base, plan.records, 0, 4)
+    for _ in range(len(plan.records) // 4 + 2):  # into the end record's slices
+        next(steps)
+    assert h.c.image._applying
+    with pytest.raises(Exception, match="transaction's end"):
+        h.c.image.replay(EndTransactionRecord(), base + len(plan.records) + 5)
+    for _ in steps:
+        pass
+    assert not h.c.image._applying and not h.c.image.in_transaction
+
+
+def test_chunked_replay_drops_what_a_snapshot_covers() -> None:
+    h = cluster(30)
+    r = ChunkedReplay(h.c, 4)
+    r.add(100, [PartitionChangeRecord("x", 0)] * 3, 0, 3)
+    r.add(103, [PartitionChangeRecord("x", 0)] * 3, 0, 3)
+    r.drop_through(102)
+    assert len(r) == 1 and r.last_offset == 105
+    r.drop_through(105)
+    assert r.idle
+
+
+def hb_req(h: Harness, b: int, **kw: Any) -> BrokerHeartbeatRequest:
+    return BrokerHeartbeatRequest(
+        b,
+        h.c.image.brokers[b].broker_epoch,
+        kw.get("offset", h.next_offset),
+        kw.get("want_fence", False),
+        kw.get("want_shutdown", False),
+    )
+
+
+def test_heartbeat_at_once_answers_what_heartbeat_would() -> None:
+    h = cluster(30)
+    committed = h.next_offset - 1
+    for kw in ({}, {"offset": 0}):
+        req = hb_req(h, 2, **kw)
+        fast = h.c.heartbeat_at_once(req, 700, committed)
+        slow = h.c.heartbeat(req, 700)
+        assert fast == slow.reply and slow.records == ()
+    # anything that changes state, or reads an uncommitted change, goes to the queue
+    assert h.c.heartbeat_at_once(hb_req(h, 2, want_shutdown=True), 700, committed) is None
+    assert h.c.heartbeat_at_once(hb_req(h, 2, want_fence=True), 700, committed) is None
+    assert h.c.heartbeat_at_once(hb_req(h, 2), 700, committed - 100) is None
+    fence_records(h, 1, 500)  # decided: soft state fenced, records not replayed
+    assert h.c.heartbeat_at_once(hb_req(h, 1), 700, committed) is None
+
+
+async def test_a_heartbeat_is_answered_while_a_large_fence_holds_the_queue(monkeypatch) -> None:
+    from kraft.server import controller_service
+
+    monkeypatch.setattr(controller_service, "REPLAY_CHUNK", 8)
+    h = cluster(90)
+    svc, writer, clock = make(h, max_idle_interval_ms=0)
+    for b in (2, 3, 4):
+        svc.note_heartbeat_contact(b, h.c.image.brokers[b].broker_epoch)
+    clock.ms = 1_000 + 1_000  # broker 1's session (from activation) expires
+    svc.start()
+    try:
+        for _ in range(2000):  # bounded
+            if svc._replay is not None:
+                break
+            await asyncio.sleep(0)
+        assert svc._replay is not None
+        fut = svc.submit("broker-heartbeat", heartbeat_command(hb_req(h, 2)), priority=True)
+        assert fut.done() and fut.result()["is_fenced"] is False
+        assert svc._replay is not None  # answered mid-write, not after it
+        queued = svc.submit(
+            "broker-heartbeat", heartbeat_command(hb_req(h, 2, want_shutdown=True)), priority=True
+        )
+        assert not queued.done()
+        for _ in range(5000):  # bounded
+            if svc._replay is None:
+                break
+            await asyncio.sleep(0)
+        svc.on_committed(writer.next_offset() - 1)
+        await settle()
+        writer.committed = writer.next_offset() - 1
+        svc.on_committed(writer.committed)
+        await settle()
+        assert queued.done() and queued.result()["in_controlled_shutdown"] is True
+    finally:
+        await svc.stop()
+
+
+def test_drained_result_keeps_the_reply() -> None:
+    r = ControllerResult((), {"x": 1}, more=iter([FenceBrokerRecord(1, 2)]))
+    d = r.drained()
+    assert d.records == (FenceBrokerRecord(1, 2),) and d.reply == {"x": 1} and d.more is None
