@@ -63,6 +63,17 @@ bench: install
 		$(BIN)/python benchmarks/$$b.py $$q; \
 	done
 
+# A Spark standalone cluster on 127.0.0.1 from pyspark's own distribution (no
+# download): a master and WORKERS one-core workers; prints the master URL for
+# `spark-replay --master URL`. spark-cluster-stop stops exactly those processes.
+WORKERS ?= 2
+SPARK_CLUSTER_DIR ?= /tmp/kraft-spark-cluster
+.PHONY: spark-cluster spark-cluster-stop
+spark-cluster: install
+	$(BIN)/python -m spark_replay.cluster start --workers $(WORKERS) --state-dir $(SPARK_CLUSTER_DIR)
+spark-cluster-stop:
+	$(BIN)/python -m spark_replay.cluster stop --state-dir $(SPARK_CLUSTER_DIR)
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
