@@ -110,6 +110,8 @@ def decode_value(
     """(name, api key or control type, version, fields) of one record; errors name `offset`."""
     if value is None:
         raise RecordDecodeError(offset, "record has a null value")
+    if type(value) is not bytes:  # the generated decoders slice and decode bytes
+        value = bytes(value)
     try:
         if control:
             return _decode_control(key, value, offset)
