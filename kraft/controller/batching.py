@@ -89,6 +89,14 @@ def to_batches(
         *encoded,
         encode_record(end, metadata_version=mv),
     ]
+    out = pack(encoded, max_batch_bytes)
+    return BatchPlan(out, written)
+
+
+def pack(encoded: Sequence[bytes], max_batch_bytes: int) -> list[EncodedBatch]:
+    """Encoded records, in order, into as few batches of at most max_batch_bytes as
+    they fill (a record larger than a batch is an error)."""
+    room = max_batch_bytes - HEADER_SIZE
     out: list[EncodedBatch] = []
     current: list[bytes] = []
     size = 0
@@ -102,8 +110,9 @@ def to_batches(
             current, size = [], 0
         current.append(e)
         size += len(e)
-    out.append(EncodedBatch(b"".join(current), len(current)))
-    return BatchPlan(out, written)
+    if current:
+        out.append(EncodedBatch(b"".join(current), len(current)))
+    return out
 
 
 def abort_record(reason: str) -> AbortTransactionRecord:

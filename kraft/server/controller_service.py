@@ -29,12 +29,19 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kraft.clock import mono_ms, wall_ms
-from kraft.controller.batching import EncodedBatch, RecordEncoder, to_batches
+from kraft.controller.batching import EncodedBatch, RecordEncoder, pack, to_batches
 from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
 from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay, io_turns
+from metadata_log.batch import HEADER_SIZE
 from metadata_log.image import MetadataImage
-from metadata_log.records import METADATA_VERSION_FEATURE, AbortTransactionRecord, MetadataRecord
+from metadata_log.records import (
+    METADATA_VERSION_FEATURE,
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    EndTransactionRecord,
+    MetadataRecord,
+)
 
 log = logging.getLogger("kraft.controller")
 
@@ -83,20 +90,27 @@ MAX_BATCH_BYTES = 1024 * 1024
 @dataclass
 class _LargeWrite:
     """A command's write too large for one turn of the loop: its records are first
-    generated and encoded a slice at a time (`more`), then appended at once, then
-    replayed by the ChunkedReplay; its reply waits for both the commit and the end
-    of the replay."""
+    generated and encoded a slice at a time (`more`), then replayed by the
+    ChunkedReplay; its reply waits for both the commit and the end of the replay.
+
+    Once the generated records outgrow one batch the write is a metadata
+    transaction (KIP-868): its full batches are appended as they fill, so the
+    followers replicate while the rest is generated, and the End record follows
+    the last. Records are replayed after the whole write is appended (a lost
+    leadership replays what was appended, then reverts what did not commit)."""
 
     encoder: RecordEncoder
-    records: list[MetadataRecord]
-    encoded: list[bytes]
+    records: list[MetadataRecord]  # generated, not yet appended
+    encoded: list[bytes]  # their encodings
     append_time_ms: int  # wall clock: the image's last append time, as on standbys
     future: asyncio.Future[Any] | None = None
     reply: Any = None
     started: float = 0.0
     # records still to generate (ControllerResult.more); appended once exhausted
     more: Iterator[MetadataRecord] | None = None
-    last: int = -1  # the last offset, once appended
+    last: int = -1  # the last offset, once all is appended
+    size: int = 0  # bytes of `encoded`
+    in_transaction: bool = False  # the BeginTransactionRecord is appended
     committed_at: float | None = None  # perf_counter when the high watermark passed `last`
     appended_at: float | None = None  # perf_counter when it was appended
 
@@ -360,36 +374,70 @@ class ControllerService:
         return last
 
     def _generate_step(self, w: _LargeWrite) -> None:
-        """Draw and encode the next records of a result still being generated; once
-        all are there, append them and start their replay (a write that cannot be
-        appended, this node no longer leading, fails NOT_CONTROLLER)."""
+        """Draw and encode the next records of a result still being generated,
+        appending the full batches of a transaction; once all are there, append the
+        rest (a write that cannot be appended, this node no longer leading, fails
+        NOT_CONTROLLER)."""
         assert w.more is not None
         part = list(itertools.islice(w.more, REPLAY_CHUNK))
+        encoded = w.encoder.encode(part)
         w.records += part
-        w.encoded += w.encoder.encode(part)
-        if len(part) == REPLAY_CHUNK:
-            return
-        w.more = None
-        plan = to_batches(
-            w.records,
-            self.max_batch_bytes,
-            metadata_version=w.encoder.metadata_version,
-            encoded=w.encoded,
-        )
-        w.records, w.encoded = [], []
-        if not plan.records:
-            self._end_large_write(w)
-            return
+        w.encoded += encoded
+        w.size += sum(map(len, encoded))
+        room = self.max_batch_bytes - HEADER_SIZE
         try:
-            base = self.writer.next_offset()
-            now = self.clock()
-            w.last = self.writer.append(plan.batches, now)
+            if len(part) == REPLAY_CHUNK:
+                if w.size > 2 * room:
+                    self._append_full_batches(w, room)
+                return
+            w.more = None
+            if not w.in_transaction:
+                plan = to_batches(
+                    w.records,
+                    self.max_batch_bytes,
+                    metadata_version=w.encoder.metadata_version,
+                    encoded=w.encoded,
+                )
+                batches, records = plan.batches, plan.records
+            else:
+                end = EndTransactionRecord()
+                records = [*w.records, end]
+                batches = pack([*w.encoded, *w.encoder.encode([end])], self.max_batch_bytes)
+            w.records, w.encoded, w.size = [], [], 0
+            if records:
+                w.last = self._append(w, batches, records)
+            w.appended_at = time.perf_counter()
         except NotLeaderError:
             self._drop_generating(w)
             return
+        if not records:
+            self._end_large_write(w)
+
+    def _append_full_batches(self, w: _LargeWrite, room: int) -> None:
+        """Append what fills whole batches, as a transaction's (begun by the first)."""
+        records, encoded = w.records, w.encoded
+        if not w.in_transaction:
+            begin = BeginTransactionRecord("")
+            records = [begin, *records]
+            encoded = [*w.encoder.encode([begin]), *encoded]
+            w.in_transaction = True
+        # keep back the last (partly filled) batch's records for the next call
+        batches = pack(encoded, self.max_batch_bytes)
+        keep = batches[-1].record_count
+        n = len(records) - keep
+        self._append(w, batches[:-1], records[:n])
+        w.records, w.encoded = records[n:], encoded[n:]
+        w.size = sum(map(len, w.encoded))
+
+    def _append(self, w: _LargeWrite, batches: list[EncodedBatch], records: list[Any]) -> int:
+        """Append a large write's batches (NotLeaderError: not any more) and queue
+        their replay; returns the last offset."""
+        base = self.writer.next_offset()
+        now = self.clock()
+        last = self.writer.append(batches, now)
         self._last_write_ms = now
-        w.appended_at = time.perf_counter()
-        self._replayer.add(base, plan.records, w.append_time_ms, len(plan.records))
+        self._replayer.add(base, records, w.append_time_ms, len(records))
+        return last
 
     def _start_large_write(self, w: _LargeWrite) -> None:
         self._replay = w
@@ -403,9 +451,13 @@ class ControllerService:
             GC_PAUSE.resume()
 
     def _drop_generating(self, w: _LargeWrite) -> None:
-        """A write that never reached the log: its reply fails NOT_CONTROLLER."""
+        """A write that could not be appended whole: its reply fails NOT_CONTROLLER.
+        What of it was appended is replayed (its offsets are in this node's log);
+        losing leadership then reverts what did not commit, and the next leader
+        aborts the open transaction."""
         if w.future is not None and not w.future.done():
             w.future.set_exception(self._not_controller())
+        self._replayer.finish_now()
         self._no_large_write()
 
     def _replay_step(self, w: _LargeWrite) -> bool:
@@ -437,7 +489,7 @@ class ControllerService:
     def _finish_replay_now(self) -> None:
         w = self._replay
         if w is not None and w.more is not None:
-            self._drop_generating(w)  # nothing of it is in the log
+            self._drop_generating(w)  # not all of it is in the log
             return
         self._replayer.finish_now()
         if w is not None:

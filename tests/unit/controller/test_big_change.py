@@ -237,3 +237,75 @@ def test_drained_result_keeps_the_reply() -> None:
     r = ControllerResult((), {"x": 1}, more=iter([FenceBrokerRecord(1, 2)]))
     d = r.drained()
     assert d.records == (FenceBrokerRecord(1, 2),) and d.reply == {"x": 1} and d.more is None
+
+
+class RecordingWriter:
+    """FakeWriter keeping the appended payloads (to decode what was written)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.batches: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def append(self, batches: list[Any], now_ms: int) -> int:
+        last = self.inner.append(batches, now_ms)
+        self.batches += batches
+        return last
+
+
+async def _streamed_fence(monkeypatch, lose_at_append: int | None) -> tuple[Harness, Any, Any]:
+    from kraft.server import controller_service
+
+    monkeypatch.setattr(controller_service, "REPLAY_CHUNK", 8)
+    h = cluster(150)
+    before = h.c.image.to_dict()
+    svc, writer, clock = make(h, max_idle_interval_ms=0, max_batch_bytes=400)
+    rec = RecordingWriter(writer)
+    svc.writer = rec
+    for b in (2, 3, 4):
+        svc.note_heartbeat_contact(b, h.c.image.brokers[b].broker_epoch)
+    clock.ms = 2_000
+    svc.start()
+    try:
+        appends_while_generating = 0
+        for _ in range(20_000):  # bounded
+            w = svc._replay
+            if w is not None and w.more is not None:
+                appends_while_generating = len(writer.appended)
+                if lose_at_append is not None and len(writer.appended) >= lose_at_append:
+                    writer.leader = False
+                    svc.on_lost_leadership()
+                    break
+            if h.c.image.brokers[1].fenced:
+                break
+            await asyncio.sleep(0)
+        assert appends_while_generating >= 2  # full batches went out while generating
+        return h, rec, before
+    finally:
+        await svc.stop()
+
+
+async def test_a_large_fence_streams_its_transaction(monkeypatch) -> None:
+    from metadata_log.batch import decode_records, encode_payload, parse_header
+    from metadata_log.records import BeginTransactionRecord
+
+    h, rec, _ = await _streamed_fence(monkeypatch, None)
+    written = []
+    for b in rec.batches:
+        raw = encode_payload(0, 0, 0, b.payload, b.record_count)
+        written += decode_records(raw, 0, parse_header(raw, 0, "t", 0), "t")
+    assert type(written[0]) is BeginTransactionRecord
+    assert type(written[-1]) is EndTransactionRecord
+    assert type(written[-2]) is FenceBrokerRecord
+    want = cluster(150)
+    expected = fence_records(want, 1, 1_500)
+    assert written[1:-1] == expected
+    want.apply(ControllerResult(tuple(expected)))
+    assert h.c.image.state_equals(want.c.image)
+
+
+async def test_losing_leadership_mid_stream_reverts_to_the_committed_state(monkeypatch) -> None:
+    h, _, before = await _streamed_fence(monkeypatch, 2)
+    assert not h.c.active and h.c.image.to_dict() == before
