@@ -502,11 +502,11 @@ def test_second_signal_stops_a_stuck_controlled_shutdown(cluster: Cluster) -> No
         proc.signal(signal.SIGTERM)
         time.sleep(1.0)
         assert proc.alive()
-        t0 = time.monotonic()
         proc.signal(signal.SIGINT)
+        # bounded far below the controlled-shutdown timeout (30 s) the agent would
+        # otherwise wait out: it exits because of the second signal
         code = proc.popen.wait(10)  # type: ignore[union-attr]
         assert code == 0
-        assert time.monotonic() - t0 < 5
     finally:
         for c in CONTROLLERS:
             cluster.controllers[c].signal(signal.SIGCONT)
