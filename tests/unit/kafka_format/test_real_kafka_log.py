@@ -6,7 +6,6 @@ exactly. Origin of the fixture: tests/fixtures/kafka/README.md."""
 from __future__ import annotations
 
 import json
-import struct
 import subprocess
 import sys
 from collections import Counter
@@ -15,12 +14,10 @@ from pathlib import Path
 import pytest
 
 from metadata_log.image import MetadataImage
-from metadata_log.kafka.batch import iter_batch_headers, raw_records, records_of
 from metadata_log.kafka.reader import iter_batches
-from metadata_log.kafka.records import UnmodelledKafkaRecord, decode_value
-from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
-from metadata_log.kafka.writer import encode_batch, encode_control, encode_metadata_value
+from metadata_log.kafka.records import UnmodelledKafkaRecord
 from metadata_log.records import BrokerRegistrationChangeRecord, PartitionChangeRecord
+from tests.unit.kafka_format.independent import assert_reencodes_exactly, independent_counts
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "kafka" / "ldi-poc"
 SEGMENT = FIXTURE / "__cluster_metadata-0" / "00000000000000000000.log"
@@ -42,47 +39,6 @@ COUNTS = {
     "NoOpRecord": 4801,
 }
 BROKER_1_TOPIC = "gSnfpEbtQfSDpxM2lhEn9A"  # __consumer_offsets
-
-
-def independent_counts(data: bytes) -> Counter[str]:
-    """Record names counted straight from the bytes: batch length, record varints,
-    the frame's api key or the control key's type, and nothing of the reader."""
-
-    def varint(pos: int) -> tuple[int, int]:
-        shift = value = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                return (value >> 1) ^ -(value & 1), pos
-
-    names: Counter[str] = Counter()
-    pos = 0
-    while pos < len(data):
-        (length,) = struct.unpack_from(">i", data, pos + 8)
-        (attributes,) = struct.unpack_from(">h", data, pos + 21)
-        (count,) = struct.unpack_from(">i", data, pos + 57)
-        assert attributes & 0x7 == 0  # this fixture is uncompressed
-        rec = pos + 61
-        for _ in range(count):
-            size, body = varint(rec)
-            p = body + 1  # attributes
-            _, p = varint(p)  # timestamp delta
-            _, p = varint(p)  # offset delta
-            klen, p = varint(p)
-            key = data[p : p + klen] if klen >= 0 else None
-            p += max(klen, 0)
-            _, p = varint(p)  # value length
-            if attributes & 0x20:
-                names[CONTROL_SCHEMAS[struct.unpack(">h", key[2:4])[0]]["name"]] += 1
-            else:
-                assert data[p] == 1  # frame version
-                names[METADATA_SCHEMAS[data[p + 1]]["name"]] += 1  # api keys < 128
-            rec = body + size
-        pos += 12 + length
-    return names
 
 
 @pytest.fixture(scope="module")
@@ -182,21 +138,4 @@ def test_native_records_replay_into_the_clusters_image(records) -> None:
 
 def test_our_writer_re_encodes_kafkas_bytes_exactly() -> None:
     """Kafka's own bytes as test vectors: every record value and every batch."""
-    data = SEGMENT.read_bytes()
-    path = str(SEGMENT)
-    for h in iter_batch_headers(data, path):
-        pairs = []
-        for r in raw_records(data, h, path):
-            name, _key, version, fields = decode_value(r.key, r.value, r.offset, h.control)
-            pair = (
-                encode_control(name, fields)
-                if h.control
-                else (None, encode_metadata_value(name, version, fields))
-            )
-            assert pair == (r.key, r.value), r.offset
-            pairs.append(pair)
-        assert records_of(data, h, path) == [
-            (r.offset, r.timestamp, r.key, r.value) for r in raw_records(data, h, path)
-        ]
-        again = encode_batch(h.base_offset, h.leader_epoch, h.base_timestamp, pairs, h.control)
-        assert again == data[h.position : h.position + h.size], h.base_offset
+    assert_reencodes_exactly(SEGMENT)
