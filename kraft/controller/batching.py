@@ -9,11 +9,18 @@ that fails mid-way leaves a transaction that the next leader aborts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
+
+import msgpack
 
 from metadata_log.batch import HEADER_SIZE
 from metadata_log.records import (
+    _CODEC_BY_CLASS,
+    FIELD_COUNTS,
+    SUPPORTED_VERSION,
     AbortTransactionRecord,
     BeginTransactionRecord,
     EndTransactionRecord,
@@ -40,26 +47,41 @@ class BatchPlan:
 
 
 class RecordEncoder:
-    """Encodes records at the versions `metadata_version` (the image's level) allows,
-    looked up once per class (a fence of a big broker is a million records of one
-    class); a shell encodes a large result a slice at a time with it."""
+    """Encodes records at the versions `metadata_version` (the image's level) allows
+    (the highest this code writes when None), exactly as `encode_record`: one
+    encoder per record class, built once (a fence of a big broker is a million
+    records of one class). A class whose version carries every field, none
+    nested, is packed from one attrgetter call: a third of encode_record's time.
+    A shell encodes a large result a slice at a time with it."""
 
     def __init__(self, metadata_version: int | None = None) -> None:
         self.metadata_version = metadata_version
-        self._versions: dict[type, int] = {}
+        self._encoders: dict[type, Callable[[Any], bytes]] = {}
+
+    def _encoder(self, cls: type) -> Callable[[Any], bytes]:
+        mv = self.metadata_version
+        v = SUPPORTED_VERSION[cls] if mv is None else record_version(cls, mv)
+        codec = _CODEC_BY_CLASS.get(cls)
+        if (
+            codec is None
+            or codec.nested
+            or FIELD_COUNTS[cls][v] != len(codec.names)
+            or len(codec.names) < 2  # attrgetter of one name is no tuple
+        ):
+            return lambda r: encode_record(r, v)
+        get = attrgetter(*codec.names)
+        type_id = cls.TYPE  # type: ignore[attr-defined]
+        packb = msgpack.Packer(use_bin_type=True).pack
+        return lambda r: packb([type_id, v, *get(r)])
 
     def encode(self, records: Iterable[MetadataRecord]) -> list[bytes]:
-        mv = self.metadata_version
-        if mv is None:
-            return [encode_record(r) for r in records]
-        versions = self._versions
+        encoders = self._encoders
         out = []
         for r in records:
-            t = type(r)
-            v = versions.get(t)
-            if v is None:
-                v = versions[t] = record_version(t, mv)
-            out.append(encode_record(r, v))
+            f = encoders.get(type(r))
+            if f is None:
+                f = encoders[type(r)] = self._encoder(type(r))
+            out.append(f(r))
         return out
 
 
