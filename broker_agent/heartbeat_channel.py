@@ -176,6 +176,8 @@ class HeartbeatChannel:
         self._pools: dict[tuple[str, int], list[_Connection]] = {}
         self._connecting: dict[tuple[str, int], list[asyncio.Future[_Connection]]] = {}
         self._heads: dict[tuple[str, int], bytes] = {}
+        self.sent = 0
+        self.connects = 0
 
     async def post(self, url: str, body: Any, timeout_ms: int) -> tuple[int, Any]:
         """POST a heartbeat body to the controller at `url` (its base URL);
@@ -193,6 +195,7 @@ class HeartbeatChannel:
         async with asyncio.timeout(timeout_s):
             conn = await self._connection(key)
         fut = conn.send(head + str(len(payload)).encode() + b"\r\n\r\n" + payload, timeout_s)
+        self.sent += 1
         status, raw = await fut
         return status, decode_body(raw)
 
@@ -211,6 +214,7 @@ class HeartbeatChannel:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[_Connection] = loop.create_future()
         connecting.append(fut)
+        self.connects += 1
         try:
             _, conn = await loop.create_connection(lambda: _Connection(loop), key[0], key[1])
         except BaseException as e:

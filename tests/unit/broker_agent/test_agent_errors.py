@@ -32,7 +32,9 @@ from aiohttp import web
 
 import broker_agent.agent as agent_mod
 from broker_agent.agent import AgentSettings, AgentStats, BrokerAgent
+from broker_agent.heartbeat_channel import HeartbeatChannel
 from broker_agent.lifecycle import FATAL_REGISTRATION_ERRORS, BrokerState
+from broker_agent.send_gate import SendGate
 from metadata_log.image import MetadataImage
 
 DESIGN = Path(__file__).resolve().parents[3] / "docs" / "DESIGN.md"
@@ -193,13 +195,21 @@ class Run:
     running: dict[int, asyncio.Event]
     tasks: dict[int, asyncio.Task[int]]
     stats: AgentStats
+    channel: HeartbeatChannel | None = None
 
 
 async def run_agents(
-    stubs: Stubs, broker_ids: list[int], expect_exit: frozenset[int] = frozenset()
+    stubs: Stubs,
+    broker_ids: list[int],
+    expect_exit: frozenset[int] = frozenset(),
+    fleet_path: bool = False,
 ) -> Run:
     """Start one real agent per id against the stubs; wait (bounded) until each is
-    RUNNING, or has exited for the ids in `expect_exit`; then stop them all."""
+    RUNNING, or has exited for the ids in `expect_exit`; then stop them all.
+    `fleet_path`: as a fleet sends, through send gates (few slots, so requests
+    queue) and heartbeats over the pipelined HeartbeatChannel."""
+    channel = HeartbeatChannel(2) if fleet_path else None
+    gates = {"heartbeat": SendGate(4), "register": SendGate(2)} if fleet_path else None
     stats = AgentStats()
     running = {b: asyncio.Event() for b in broker_ids}
 
@@ -218,6 +228,8 @@ async def run_agents(
                 rng=random.Random(b),
                 stats=stats,
                 on_state_change=on_change,
+                gates=gates,
+                heartbeat_channel=channel,
             )
             for b in broker_ids
         }
@@ -234,7 +246,9 @@ async def run_agents(
             await asyncio.wait_for(asyncio.gather(*tasks.values(), return_exceptions=True), 10)
             for w in waits:
                 w.cancel()
-    return Run(agents, running, tasks, stats)
+            if channel is not None:
+                channel.close()
+    return Run(agents, running, tasks, stats, channel)
 
 
 def stuck(run: Run, stubs: Stubs, names: dict[int, str], expect_exit: frozenset[int]) -> list[str]:
@@ -265,9 +279,13 @@ def scenarios() -> list[tuple[str, Answer]]:
     return out
 
 
-@pytest.mark.parametrize("kind", ["register", "heartbeat"])
+@pytest.mark.parametrize(
+    "kind, fleet_path",
+    [("register", False), ("heartbeat", False), ("register", True), ("heartbeat", True)],
+    ids=["register", "heartbeat", "register-fleet-path", "heartbeat-fleet-path"],
+)
 async def test_every_error_answer_ends_running_once_the_controller_behaves(
-    stubs: Stubs, kind: str, caplog: pytest.LogCaptureFixture
+    stubs: Stubs, kind: str, fleet_path: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
     names: dict[int, str] = {}
@@ -283,12 +301,15 @@ async def test_every_error_answer_ends_running_once_the_controller_behaves(
             and answer.code in FATAL_REGISTRATION_ERRORS
         ):
             fatal.add(bid)
-    run = await run_agents(stubs, list(names), frozenset(fatal))
+    run = await run_agents(stubs, list(names), frozenset(fatal), fleet_path)
     assert stuck(run, stubs, names, frozenset(fatal)) == []
     for b in names:  # every script was played out, each answer reached the agent
         assert not stubs.scripts[(b, kind)] or b in fatal, names[b]
     assert run.stats.task_exceptions == 0
     assert run.stats.error_codes  # the refusals were counted by code
+    if fleet_path:  # heartbeats went over the pipelined channel, at most 2 connections open
+        assert run.channel is not None and run.channel.sent > len(names)
+        assert run.channel.connects > 2  # the hangs and resets closed some
     died = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert died == []  # nothing unexpected, no "Task exception was never retrieved"
     if kind == "register":
