@@ -25,6 +25,9 @@ from metadata_log.kafka.writer import (
     to_kafka,
     write_kafka_log,
 )
+from metadata_log.kafka.writer import (
+    main as writer_main,
+)
 from metadata_log.records import is_control
 from metadata_log.replay import replay_log
 from spark_replay.generator import generate, scaled_config
@@ -111,3 +114,12 @@ def test_format_and_cluster_id_of_a_log_folder(story, tmp_path: Path) -> None:
     empty = tmp_path / "__cluster_metadata-0"
     empty.mkdir()
     assert detect_format(empty) is None
+
+
+def test_writer_command_writes_a_compressed_copy(story, tmp_path: Path) -> None:
+    native, kafka = story
+    assert writer_main([str(native.parent), str(tmp_path), "--compression", "zstd"]) == 0
+    for path in kafka.iterdir():
+        copy = tmp_path / "__cluster_metadata-0" / path.name
+        assert kafka_file(copy) == kafka_file(path)
+        assert {b.header.codec for b in iter_file(copy)} == {"zstd"}
