@@ -20,9 +20,9 @@ from typing import Any
 
 from metadata_log.kafka import message
 from metadata_log.kafka.message import (
-    _FIXED_CHARS,
-    _UUID_CACHE_SIZE,
-    _UUID_TEXT,
+    FIXED_CHARS,
+    UUID_CACHE_SIZE,
+    UUID_TEXT_CACHE,
     MessageError,
     field_reader,
     in_range,
@@ -42,9 +42,9 @@ def _fail() -> None:
 
 
 def _uuid_new(raw: bytes) -> str:
-    if len(_UUID_TEXT) >= _UUID_CACHE_SIZE:
-        _UUID_TEXT.clear()
-    text = _UUID_TEXT[raw] = uuid_text(raw)
+    if len(UUID_TEXT_CACHE) >= UUID_CACHE_SIZE:
+        UUID_TEXT_CACHE.clear()
+    text = UUID_TEXT_CACHE[raw] = uuid_text(raw)
     return text
 
 
@@ -62,7 +62,7 @@ class _Builder:
         self.ns: dict[str, Any] = {
             "_uv": read_uvarint,
             "_fail": _fail,
-            "_uuid_get": _UUID_TEXT.get,
+            "_uuid_get": UUID_TEXT_CACHE.get,
             "_uuid_new": _uuid_new,
         }
         self.k = 0
@@ -83,7 +83,7 @@ class _Builder:
         def close_run() -> None:
             if not run:
                 return
-            st = struct.Struct(">" + "".join(_FIXED_CHARS[f["type"]] for f in run))
+            st = struct.Struct(">" + "".join(FIXED_CHARS[f["type"]] for f in run))
             unpack = self.const(st.unpack_from)
             names = ", ".join(var[f["name"]] for f in run) + ","
             lines.append(f"    if pos + {st.size} > len(buf): _fail()")
@@ -96,7 +96,7 @@ class _Builder:
             if f["tag"] is not None and in_range(version, f["tagged"]):
                 tagged.append(f)
                 continue
-            if f["type"] in _FIXED_CHARS:
+            if f["type"] in FIXED_CHARS:
                 run.append(f)
                 continue
             close_run()

@@ -88,8 +88,8 @@ def _read_bool(buf: bytes, pos: int) -> tuple[bool, int]:
 
 # Topic ids repeat in every partition record of a log: their text is cached (base64
 # encoding cost 3.6 us a uuid, a tenth of decoding a PartitionChangeRecord).
-_UUID_TEXT: dict[bytes, str] = {}
-_UUID_CACHE_SIZE = 65536
+UUID_TEXT_CACHE: dict[bytes, str] = {}
+UUID_CACHE_SIZE = 65536
 
 
 def _read_uuid(buf: bytes, pos: int) -> tuple[str, int]:
@@ -97,11 +97,11 @@ def _read_uuid(buf: bytes, pos: int) -> tuple[str, int]:
     raw = bytes(buf[pos:end])
     if len(raw) != 16:
         raise MessageError(f"record body ends at byte {len(buf)}, a uuid needs 16 bytes")
-    text = _UUID_TEXT.get(raw)
+    text = UUID_TEXT_CACHE.get(raw)
     if text is None:
-        if len(_UUID_TEXT) >= _UUID_CACHE_SIZE:
-            _UUID_TEXT.clear()
-        text = _UUID_TEXT[raw] = uuid_text(raw)
+        if len(UUID_TEXT_CACHE) >= UUID_CACHE_SIZE:
+            UUID_TEXT_CACHE.clear()
+        text = UUID_TEXT_CACHE[raw] = uuid_text(raw)
     return text, end
 
 
@@ -154,7 +154,7 @@ def _array(element: Reader, nullable: bool, name: str) -> Reader:
 
 
 # struct format characters of the fixed-width types (bool: any non-zero byte is true).
-_FIXED_CHARS = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "float64": "d",
+FIXED_CHARS = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "float64": "d",
                 "bool": "?"}  # fmt: skip
 
 
@@ -208,8 +208,8 @@ def field_reader(field: dict[str, Any], version: int) -> Reader:
         elem = ftype[2:]
         if "fields" in field:
             element = struct_reader(field["fields"], version)
-        elif elem in _FIXED_CHARS:
-            return _fixed_array(_FIXED_CHARS[elem], nullable, name)
+        elif elem in FIXED_CHARS:
+            return _fixed_array(FIXED_CHARS[elem], nullable, name)
         else:
             element = field_reader({**field, "type": elem, "nullable": None}, version)
         return _array(element, nullable, name)
@@ -246,7 +246,7 @@ def struct_reader(fields: list[dict[str, Any]], version: int) -> Reader:
         if len(run) == 1:
             plain.append((run[0]["name"], field_reader(run[0], version)))
         elif run:
-            chars = "".join(_FIXED_CHARS[f["type"]] for f in run)
+            chars = "".join(FIXED_CHARS[f["type"]] for f in run)
             plain.append((tuple(f["name"] for f in run), _fixed_run(chars)))
         run.clear()
 
@@ -254,7 +254,7 @@ def struct_reader(fields: list[dict[str, Any]], version: int) -> Reader:
         if f["tag"] is not None and in_range(version, f["tagged"]):
             tagged[f["tag"]] = (f["name"], field_reader(f, version))
             defaults[f["name"]] = f["default"]
-        elif f["type"] in _FIXED_CHARS:
+        elif f["type"] in FIXED_CHARS:
             run.append(f)
         else:
             close_run()
