@@ -370,6 +370,12 @@ class MetadataImage:
     def in_transaction(self) -> bool:
         return self._txn is not None
 
+    @property
+    def applying(self) -> bool:
+        """A transaction's end is being applied in slices (`replay_in_steps`): the
+        state is half of a change until it is done."""
+        return self._applying
+
     def _apply(self, rec: Record, offset: int) -> None:
         handler = _HANDLERS.get(type(rec))
         if handler is not None:

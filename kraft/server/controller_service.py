@@ -333,7 +333,14 @@ class ControllerService:
     async def read_image(self, standby: bool = False) -> MetadataImage:
         if not self.controller.active:
             if standby:
-                return self.controller.image  # a standby's image holds only committed records
+                # A standby's image holds only committed records; while a large
+                # transaction's end is applied in slices it is half of a change.
+                give_up = time.monotonic() + self.request_timeout_ms / 1000
+                while self.controller.image.applying:
+                    if time.monotonic() > give_up:
+                        raise self.timed_out("a standby read")
+                    await asyncio.sleep(0.005)
+                return self.controller.image
             raise self._not_controller()
         await self.barrier()
         return self.controller.image

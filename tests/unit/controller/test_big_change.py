@@ -309,3 +309,21 @@ async def test_a_large_fence_streams_its_transaction(monkeypatch) -> None:
 async def test_losing_leadership_mid_stream_reverts_to_the_committed_state(monkeypatch) -> None:
     h, _, before = await _streamed_fence(monkeypatch, 2)
     assert not h.c.active and h.c.image.to_dict() == before
+
+
+async def test_a_standby_read_waits_for_a_transaction_applied_in_slices() -> None:
+    h = cluster(60)
+    records = fence_records(h, 3, 500)
+    svc, writer, clock = make(h, max_idle_interval_ms=0)
+    svc.on_lost_leadership()  # a standby now
+    plan = to_batches(records, 512)
+    steps = h.c.replay_in_steps(len(h.log), plan.records, 0, 4)
+    while not h.c.image.applying:
+        next(steps)
+    read = asyncio.ensure_future(svc.read_image(standby=True))
+    await settle()
+    assert not read.done()  # half of the fence is not shown
+    for _ in steps:
+        pass
+    image = await asyncio.wait_for(read, 1)
+    assert image.brokers[3].fenced and not image.applying
