@@ -1,41 +1,44 @@
 """Spark replay throughput: log -> all tables in Parquet, against one Python process.
 
 For each size (default 1M and 10M records) this generates a seeded log (cached
-under --work, since generating is not what is measured), then times, `--repeat`
-times each (the JSON has every run and the median):
+under --work: generating is not what is measured), then times, `--repeat` times
+each (the JSON has every run and the median), the modes of --modes:
 
-- ``spark``: the headline, end to end as the issue defines it (log -> all
-  tables in Parquet): the `spark-replay` job (`spark_replay.cli.run_job`) on
-  local[2] writing the records table and the four history tables. The
-  SparkSession start-up is reported apart and not counted; the repeats run in
-  the same session (the first is the cold one);
-- ``single_process``: the same work in one Python process, no Spark
-  (`spark_replay.one_process`): the same decoder (`spark_replay.decode.read_file`)
-  writing the records table with pyarrow, and the four history tables computed
-  record by record in one streaming pass (memory bounded by one segment's rows
-  and the partitions, so it runs at 10M records too) and written with pyarrow. Its tables are compared
-  with Spark's, row for row (``tables_equal``), so both did the same work (on
-  logs up to --compare-max records; above, row counts);
-- ``single_process_image_replay`` (with --image-replay): metadata_log's own
-  replay of the log into a MetadataImage, no tables (its per-record decoder with
-  full validation is several times slower than the vectorised one);
-- ``spark_with_report`` (with --report-run): the job plus summary.json and
-  report.html.
+- ``one_process``: ``python -m spark_replay.one_process`` in a child process:
+  the same functions as the Spark tasks (records parts, summaries, the
+  vectorised replay) run one after another on one core. Its CPU seconds and
+  peak RSS (VmHWM, from wait4) are the child's;
+- ``local2`` / ``local1``: the `spark-replay` job (`spark_replay.cli.run_job`,
+  records and the four history tables) on local[2] / local[1], SparkSession
+  start-up reported apart and not counted; the repeats share the session (the
+  first is the cold one). local[1] -> local[2] is the scaling figure;
+- ``cluster``: the same job on a standalone cluster of --cluster-workers
+  one-core workers started from pyspark's distribution (`spark_replay.cluster`).
 
-Prints one JSON document, with `uptime`'s load average at the start and end of
-each run: figures depend on the machine (cores above all, and what else runs).
+Per Spark run: CPU seconds per million records of the driver's JVM, of the
+Python workers below it (or the executors' JVMs and their Python workers on
+a cluster) and of the driver's Python, from /proc (a Python worker that exits
+during a run is counted through its parent's cutime); peak RSS (VmHWM) of the
+JVM, the largest Python worker and the driver.
+
+Tables are compared across modes by a hash of their rows sorted by each table's
+key (`tables_hash`), at every size. Prints one JSON document; `uptime`'s load at
+the start and end of each run goes with it (figures depend on what else runs).
 Usage::
 
     python benchmarks/replay_bench.py [--records 1000000 --records 10000000] [--repeat 3]
+        [--modes one_process,local2,local1,cluster]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,10 +46,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from metadata_log.replay import replay_log  # noqa: E402
 from spark_replay.generator import generate, scaled_config  # noqa: E402
-from spark_replay.one_process import write_tables  # noqa: E402
 from spark_replay.tables import TABLE_COLUMNS  # noqa: E402
+
+CLK = os.sysconf("SC_CLK_TCK")
+# A key that orders each table's rows uniquely (for the hash of the sorted rows).
+SORT_KEYS = {
+    "broker_history": ("broker_id", "start_offset"),
+    "partition_history": ("topic_id", "partition_id", "start_offset"),
+    "leader_elections": ("offset",),
+    "offline_partitions": ("topic_id", "partition_id", "start_offset"),
+}
 
 
 def ensure_log(work: Path, records: int, seed: int) -> tuple[Path, dict[str, Any]]:
@@ -75,7 +85,74 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def bench_spark(master: str, data: Path, out: Path, report: bool, repeat: int) -> dict[str, Any]:
+# ----------------------------------------------------------------------------- /proc
+
+
+def _stat(pid: int) -> tuple[float, float] | None:
+    """(own CPU s, reaped children's CPU s) of a process."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(f[11]) + int(f[12])) / CLK, (int(f[13]) + int(f[14])) / CLK
+
+
+def _hwm_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _is_jvm(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/exe").resolve().name == "java"
+    except OSError:
+        return False
+
+
+def _tree(roots: list[int]) -> list[int]:
+    from spark_replay.cluster import _descendants
+
+    return [p for r in roots for p in (r, *_descendants(r))]
+
+
+class ProcSample:
+    """CPU seconds of a process tree split into JVMs and Python processes."""
+
+    def __init__(self, roots: list[int]) -> None:
+        self.jvm = self.python = 0.0
+        self.peak_jvm_mb = self.peak_python_mb = 0.0
+        for pid in _tree(roots):
+            s = _stat(pid)
+            if s is None:
+                continue
+            if _is_jvm(pid):
+                self.jvm += s[0]
+                self.peak_jvm_mb = max(self.peak_jvm_mb, _hwm_mb(pid))
+            else:  # a Python worker (or the daemon, with its exited workers' CPU)
+                self.python += s[0] + s[1]
+                self.peak_python_mb = max(self.peak_python_mb, _hwm_mb(pid))
+
+
+def _driver_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+# ----------------------------------------------------------------------------- modes
+
+
+def bench_spark(
+    master: str, data: Path, out: Path, repeat: int, roots: list[int] | None = None
+) -> dict[str, Any]:
+    """`repeat` runs of the job on `master`; `roots`: the processes doing the work
+    besides the driver's JVM (a cluster's workers)."""
+    from pyspark import SparkContext
+
     from spark_replay.cli import run_job
     from spark_replay.session import build_session
 
@@ -83,112 +160,131 @@ def bench_spark(master: str, data: Path, out: Path, report: bool, repeat: int) -
     spark = build_session(master, progress=False)
     spark.range(1).count()  # JVM up
     startup = time.perf_counter() - t
+    jvm_pid = SparkContext._gateway.proc.pid  # type: ignore[union-attr]
+    tree = [jvm_pid, *(roots or [])]
     runs = []
     try:
         for _ in range(repeat):
             load0 = load()
+            before, d0 = ProcSample(tree), _driver_cpu()
             t = time.perf_counter()
-            result = run_job(spark, data, out, report=report)
+            result = run_job(spark, data, out, report=False)
             elapsed = time.perf_counter() - t
+            after, d1 = ProcSample(tree), _driver_cpu()
             n = result["info"]["record_count"]
+            m = n / 1e6
             runs.append(
                 {
                     "seconds": round(elapsed, 2),
                     "records_per_s": round(n / elapsed),
                     "stages_s": {k: round(v, 2) for k, v in result["timings"].items()},
+                    "cpu_s_per_million": {
+                        "jvm": round((after.jvm - before.jvm) / m, 2),
+                        "python_workers": round((after.python - before.python) / m, 2),
+                        "driver_python": round((d1 - d0) / m, 2),
+                    },
+                    "peak_rss_mb": {
+                        "jvm": round(after.peak_jvm_mb),
+                        "python_worker": round(after.peak_python_mb),
+                        "driver_python": round(
+                            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                        ),
+                    },
                     "load_1min": [round(load0, 2), round(load(), 2)],
                 }
             )
-            print(json.dumps({"spark": runs[-1]}), file=sys.stderr, flush=True)
+            print(json.dumps({master: runs[-1]}), file=sys.stderr, flush=True)
     finally:
         spark.stop()
     return {"median": median_of(runs), "session_startup_s": round(startup, 2), "runs": runs}
 
 
-def bench_single_image(data: Path, records: int) -> dict[str, Any]:
-    t = time.perf_counter()
-    image = replay_log(data)
-    elapsed = time.perf_counter() - t
-    return {
-        "seconds": round(elapsed, 2),
-        "records_per_s": round(records / elapsed),
-        "final_offset": image.offset,
-    }
-
-
-def bench_single(data: Path, out: Path, repeat: int) -> dict[str, Any]:
+def bench_one_process(data: Path, out: Path, repeat: int, records: int) -> dict[str, Any]:
     runs = []
     for _ in range(repeat):
         if out.exists():
             shutil.rmtree(out)
-        out.mkdir(parents=True)
         load0 = load()
         t = time.perf_counter()
-        n = write_tables(data, out)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "spark_replay.one_process",
+                "--log-dir",
+                str(data),
+                "--out",
+                str(out),
+            ],
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        _pid, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise SystemExit(f"one_process exited with {proc.returncode}")
         runs.append(
             {
                 "seconds": round(elapsed, 2),
-                "records_per_s": round(n / elapsed),
+                "records_per_s": round(records / elapsed),
+                "cpu_s_per_million": round((usage.ru_utime + usage.ru_stime) / (records / 1e6), 2),
+                "peak_rss_mb": round(usage.ru_maxrss / 1024),
                 "load_1min": [round(load0, 2), round(load(), 2)],
-                # this process's peak so far (the Spark driver side before it is small)
-                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             }
         )
-        print(json.dumps({"single_process": runs[-1]}), file=sys.stderr, flush=True)
+        print(json.dumps({"one_process": runs[-1]}), file=sys.stderr, flush=True)
     return {"median": median_of(runs), "runs": runs}
 
 
-def count_rows(a: Path, b: Path) -> dict[str, Any]:
-    """Per table: do the one-process and Spark outputs hold as many rows?"""
-    import pyarrow.parquet as pq
+def bench_cluster(workers: int, data: Path, out: Path, repeat: int) -> dict[str, Any]:
+    from spark_replay.cluster import StandaloneCluster
 
-    result = {}
-    for name in TABLE_COLUMNS:
-        na, nb = (pq.ParquetDataset(d / name).read(columns=[]).num_rows for d in (a, b))
-        result[name] = {"rows": nb, "same_count": na == nb}
+    t = time.perf_counter()
+    with StandaloneCluster(workers=workers, cores=1, memory="3g") as cluster:
+        startup = time.perf_counter() - t
+        result = bench_spark(cluster.master_url, data, out, repeat, roots=cluster.pids[1:])
+    result["cluster"] = {"workers": workers, "cores_per_worker": 1, "startup_s": round(startup, 2)}
     return result
 
 
-def compare_tables(a: Path, b: Path) -> dict[str, Any]:
-    """Per table: do the one-process and Spark outputs hold the same rows?"""
+# ----------------------------------------------------------------------------- tables
+
+
+def tables_hash(out: Path) -> dict[str, str]:
+    """Per table: blake2b of its rows sorted by the table's key, as Arrow IPC
+    batches in the canonical schema (so any two writers of the same rows agree)."""
     import pyarrow.parquet as pq
+
+    from spark_replay.segment_replay import table_schema
 
     result = {}
     for name, cols in TABLE_COLUMNS.items():
-        rows = []
-        for d in (a, b):
-            t = pq.read_table(d / name, columns=list(cols))
-            rows.append(
-                sorted(zip(*(t.column(c).to_pylist() for c in cols), strict=True), key=repr)
-            )
-        result[name] = {"rows": len(rows[1]), "equal": rows[0] == rows[1]}
+        t = pq.read_table(out / name, columns=list(cols)).cast(table_schema(cols))
+        t = t.sort_by([(k, "ascending") for k in SORT_KEYS[name]])
+        h = hashlib.blake2b(digest_size=16)
+        for batch in t.combine_chunks().to_batches(max_chunksize=1 << 16):
+            h.update(batch.serialize())
+        result[name] = f"{t.num_rows}:{h.hexdigest()}"
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
-        "--records",
-        type=int,
-        action="append",
-        help="log size (repeatable); default 1000000 and 10000000",
+        "--records", type=int, action="append", help="log size (repeatable); default 1M and 10M"
     )
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--master", default="local[2]")
+    ap.add_argument(
+        "--modes", default="one_process,local2", help="of one_process,local2,local1,cluster"
+    )
+    ap.add_argument("--cluster-workers", type=int, default=2)
     ap.add_argument("--work", default="/tmp/kraft-replay-bench", help="cache of generated logs")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
-    ap.add_argument("--report-run", action="store_true", help="also time the job with the report")
-    ap.add_argument(
-        "--image-replay", action="store_true", help="also time metadata_log's image replay"
-    )
-    ap.add_argument(
-        "--compare-max",
-        type=int,
-        default=2_000_000,
-        help="compare the tables row for row up to this many records (row counts above)",
-    )
     args = ap.parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = set(modes) - {"one_process", "local2", "local1", "cluster"}
+    if unknown:
+        ap.error(f"unknown modes {sorted(unknown)}")
     sizes = args.records or [1_000_000, 10_000_000]
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -196,45 +292,48 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         data, meta = ensure_log(work, size, args.seed)
         n = meta["records"]
-        spark_out = work / f"out-{size}-tables"
-        single_out = work / f"single-{size}"
-        spark = bench_spark(args.master, data, spark_out, False, args.repeat)
         run: dict[str, Any] = {
             "records": n,
             "segments": meta["segments"],
             "log_bytes": sum(
                 f.stat().st_size for f in (data / "__cluster_metadata-0").glob("*.log")
             ),
-            "simulated_hours": meta["simulated_hours"],
-            "spark_records_per_s": spark["median"]["records_per_s"],
         }
-        single = bench_single(data, single_out, args.repeat)
-        same = (
-            compare_tables(single_out, spark_out)
-            if n <= args.compare_max
-            else count_rows(single_out, spark_out)
-        )
-        run["single_process_records_per_s"] = single["median"]["records_per_s"]
-        run["speedup_vs_single_process"] = round(
-            single["median"]["seconds"] / spark["median"]["seconds"], 2
-        )
-        run["single_process"] = single
-        run["tables_equal"] = same
-        run["spark"] = spark
-        shutil.rmtree(single_out, ignore_errors=True)
-        if args.image_replay:
-            run["single_process_image_replay"] = bench_single_image(data, n)
-        if args.report_run:
-            run["spark_with_report"] = bench_spark(args.master, data, work / f"out-{size}", True, 1)
+        hashes = {}
+        for mode in modes:
+            out = work / f"out-{size}-{mode}"
+            if mode == "one_process":
+                run[mode] = bench_one_process(data, out, args.repeat, n)
+            elif mode == "cluster":
+                run[mode] = bench_cluster(args.cluster_workers, data, out, args.repeat)
+            else:
+                run[mode] = bench_spark(f"local[{mode[-1]}]", data, out, args.repeat)
+            hashes[mode] = tables_hash(out)
+            shutil.rmtree(out, ignore_errors=True)
+        secs = {m: run[m]["median"]["seconds"] for m in modes}
+        if "local2" in secs:
+            run["spark_local2_records_per_s"] = run["local2"]["median"]["records_per_s"]
+            if "one_process" in secs:
+                run["speedup_local2_vs_one_process"] = round(
+                    secs["one_process"] / secs["local2"], 2
+                )
+            if "local1" in secs:
+                run["scaling_local1_to_local2"] = round(secs["local1"] / secs["local2"], 2)
+        run["tables_hash"] = hashes
+        run["tables_equal"] = len({json.dumps(h, sort_keys=True) for h in hashes.values()}) <= 1
         runs.append(run)
         print(json.dumps(run), file=sys.stderr)
     print(
         json.dumps(
             {
                 "benchmark": "spark_replay end to end (log -> all tables in Parquet)",
-                "master": args.master,
                 "cpu_count": os.cpu_count(),
-                "goal": {"records_per_s": 500_000, "speedup_vs_single_process_at_10M": 1.5},
+                "goal": {
+                    "local2_records_per_s_at_10M": 300_000,
+                    "speedup_local2_vs_one_process_at_10M": 1.5,
+                    "local2_records_per_s_at_1M_warm": 200_000,
+                    "scaling_local1_to_local2_at_10M": 1.7,
+                },
                 "runs": runs,
             },
             indent=2,
