@@ -31,6 +31,16 @@ def at_least(lo: int) -> Callable[[Any], str | None]:
     return lambda v: None if v >= lo else f"must be >= {lo}"
 
 
+def _per_ip_overrides_problem(text: str) -> str | None:
+    from kraft.server.connection_quotas import QuotaConfigError, parse_per_ip_overrides
+
+    try:
+        parse_per_ip_overrides(text)
+    except QuotaConfigError as e:
+        return f"is invalid: {e}"
+    return None
+
+
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
     """`1@host:port,2@host:port` -> {1: (host, port), ...}."""
     voters: dict[int, tuple[str, int]] = {}
@@ -240,8 +250,47 @@ KEYS: dict[str, ConfigKey] = {
             "max.connections",
             "int",
             1000,
-            "open connections a controller listener accepts (more are closed at once)",
+            "open connections a controller listener holds: at the limit a newcomer closes "
+            "the oldest connection that has not completed a request head; refused only "
+            "when every connection has",
             at_least(1),
+        ),
+        # ---- connection limits (issue 25; kraft/server/connection_quotas.py)
+        ConfigKey(
+            "max.connections.per.ip",
+            "int",
+            200,
+            "open connections one host may hold on a controller listener (more are "
+            "refused at once); the voters' hosts are exempt. Kafka's default is unlimited: "
+            "200 leaves a fleet simulator's pool (~100) room, and takes 5 hosts to fill "
+            "max.connections",
+            at_least(1),
+        ),
+        ConfigKey(
+            "max.connections.per.ip.overrides",
+            "str",
+            "",
+            "per-host exceptions to max.connections.per.ip, Kafka's form host:count,host:count",
+            _per_ip_overrides_problem,
+        ),
+        ConfigKey(
+            "max.connection.creation.rate",
+            "int",
+            500,
+            "new connections a controller listener admits per second (KIP-612; Kafka's "
+            "default is unlimited): more wait for their turn, hosts taking turns, up to "
+            "connections.request.head.timeout.ms; the voters' hosts are exempt. 500/s lets "
+            "1,000 brokers reconnect to a new active controller in 2 s",
+            at_least(1),
+        ),
+        ConfigKey(
+            "connections.request.head.timeout.ms",
+            "int",
+            10_000,
+            "a new connection must complete its TLS handshake and its first request head "
+            "within this; a connection that has not completed a request head is also the "
+            "first closed to make room for a newcomer at max.connections",
+            at_least(100),
         ),
         ConfigKey(
             "controller.heartbeat.front.enable",
@@ -445,6 +494,10 @@ CONTROLLER_KEYS = (
     "authentication.credentials.file",
     "ssl.client.auth",
     "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+    "max.connection.creation.rate",
+    "connections.request.head.timeout.ms",
     "controller.heartbeat.front.enable",
     "connections.max.idle.ms",
     "max.partitions.per.topic",

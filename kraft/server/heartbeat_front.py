@@ -71,8 +71,9 @@ class _Date:
 
 
 class HeartbeatFronts:
-    """The open front connections of one listener: counted against
-    max.connections, closed when the listener stops."""
+    """The open front connections of one listener, closed when it stops. The
+    listener (kraft.server.limits.GuardedSite) counts them against its connection
+    limits like aiohttp's, from accept until closed, across the hand-over."""
 
     def __init__(
         self,
@@ -121,6 +122,9 @@ class HeartbeatFront(asyncio.Protocol):
         self._timeout: asyncio.TimerHandle | None = None
         self._last_reply = self._loop.time()
         self._idle: asyncio.TimerHandle | None = None
+        # Complete requests seen: one makes the connection "established" for the
+        # listener's limits (never closed to make room for a newcomer).
+        self.completed_requests = 0
 
     # ------------------------------------------------------------ asyncio.Protocol
 
@@ -174,6 +178,7 @@ class HeartbeatFront(asyncio.Protocol):
                 return  # the rest of the body is on its way
             body = bytes(buf[start : start + length])
             del buf[: start + length]
+            self.completed_requests += 1
             self._answer(body, content_type, accept, authorization)
 
     @staticmethod
@@ -345,7 +350,11 @@ class HeartbeatFront(asyncio.Protocol):
             self._idle = None
         self._transport = None
         handler = self._fronts.aiohttp_factory()
-        transport.set_protocol(handler)  # type: ignore[arg-type]
+        wrapper = transport.get_protocol()
+        if wrapper is self:
+            transport.set_protocol(handler)  # type: ignore[arg-type]
+        else:  # the listener's tracking protocol forwards to us: keep it, forward to aiohttp
+            wrapper.switch_to(handler)  # type: ignore[attr-defined]
         handler.connection_made(transport)
         data, self._buf = bytes(self._buf), bytearray()
         if data:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 LATENCY_BUCKETS_MS = (0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
@@ -28,6 +28,56 @@ class _StateCollector:
         for name, (help_text, key) in GAUGES.items():
             if key in values:
                 yield GaugeMetricFamily(name, help_text, value=values[key])
+
+
+class _ConnectionCollector:
+    """The listener's connection limits (kraft.server.limits), read at scrape time."""
+
+    def __init__(self, read: Callable[[], dict[str, Any]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        s = self._read()
+        yield GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_connection_count",
+            "open connections on the controller listener",
+            value=s["open"],
+        )
+        yield GaugeMetricFamily(
+            "kraft_server_connections_waiting",
+            "accepted connections waiting for a max.connection.creation.rate token",
+            value=s["waiting"],
+        )
+        admitted = CounterMetricFamily(
+            "kraft_server_connections_admitted", "connections admitted since start"
+        )
+        admitted.add_metric([], s["admitted"])
+        yield admitted
+        refused = CounterMetricFamily(
+            "kraft_server_connections_refused",
+            "connections closed unserved since start, by the limit that refused them",
+            labels=["reason"],
+        )
+        for reason, n in s["refused"].items():
+            refused.add_metric([reason], n)
+        yield refused
+        evicted = CounterMetricFamily(
+            "kraft_server_connections_evicted",
+            "open connections closed before completing a request since start: for a "
+            "newcomer at max.connections, or at connections.request.head.timeout.ms",
+            labels=["reason"],
+        )
+        for reason, n in s["evicted"].items():
+            evicted.add_metric([reason], n)
+        yield evicted
+        limits = GaugeMetricFamily(
+            "kraft_server_connection_limit",
+            "the listener's configured connection limits",
+            labels=["limit"],
+        )
+        for name, value in s["limits"].items():
+            limits.add_metric([name], value)
+        yield limits
 
 
 GAUGES: dict[str, tuple[str, str]] = {
@@ -148,6 +198,7 @@ class ControllerMetrics:
             registry=self.registry,
         )
         self._gc_started: float | None = None
+        self._connections: _ConnectionCollector | None = None
         self.last_fence: tuple[int, int, float] = (-1, 0, 0.0)  # broker, records, ms
 
     def fence_committed(self, broker_id: int, records: int, ms: float) -> None:
@@ -171,6 +222,17 @@ class ControllerMetrics:
     def unwatch_gc(self) -> None:
         if self._on_gc in gc.callbacks:
             gc.callbacks.remove(self._on_gc)
+
+    def watch_connections(self, read: Callable[[], dict[str, Any]]) -> None:
+        """Export the listener's connection limits (kraft.server.limits.GuardedSite)."""
+        self.unwatch_connections()
+        self._connections = _ConnectionCollector(read)
+        self.registry.register(self._connections)  # type: ignore[arg-type]
+
+    def unwatch_connections(self) -> None:
+        if self._connections is not None:
+            self.registry.unregister(self._connections)  # type: ignore[arg-type]
+            self._connections = None
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
