@@ -66,7 +66,7 @@ from kraft.server.controller_service import ControllerService
 from kraft.server.controller_service import NotLeaderError as ServiceNotLeaderError
 from kraft.server.heartbeat_front import HeartbeatFronts
 from kraft.server.http_codec import error_middleware
-from kraft.server.limits import GuardedSite, body_middleware
+from kraft.server.limits import ConnectionQuotaConfig, GuardedSite, body_middleware
 from kraft.server.metrics import ControllerMetrics, image_gauges
 from kraft.server.quorum_routes import build_quorum_routes
 from kraft.server.raft_routes import build_raft_routes
@@ -610,8 +610,14 @@ class ControllerNode:
             host,
             port,
             ssl_context=self.security.ssl_context,
-            max_connections=self.settings.get("max.connections", 1000),
-            handshake_timeout_s=idle_s,
+            quotas=ConnectionQuotaConfig.from_settings(self.settings),
+            # the voters' hosts are protected (issue 25); the voter set may change (KIP-853)
+            voter_urls=lambda: (
+                [v.url for v in self.raft.core.voter_set]
+                if self.raft.core is not None
+                else list(self.voter_urls.values())
+            ),
+            metrics=self.metrics,
             fronts=fronts,
         )
         try:
