@@ -1,17 +1,25 @@
 """Limits (issue 8): 413 for oversized bodies on every route and both encodings, topic
 limits (POLICY_VIOLATION), a stalled or idle client is disconnected within
-connections.max.idle.ms while others are served, max.connections is enforced."""
+connections.max.idle.ms while others are served. Connection limits on a real
+listener (issue 25; the decisions are tested in test_connection_quotas.py): at
+max.connections a newcomer closes the oldest half-open connection, per-IP limits
+and overrides from other loopback addresses, the creation rate delays, the
+request-head deadline (plaintext and TLS), and /metrics shows them."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from pathlib import Path
 
 import aiohttp
 import msgpack
 import pytest
 
-from tests.unit.security.harness import call, register_unfenced, start_single
+from kraft.security.certs import generate
+from kraft.server.limits import GuardedSite
+from tests.unit.security.harness import call, ctx, register_unfenced, start_single
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -110,9 +118,9 @@ async def test_stalled_and_idle_clients_are_disconnected_and_others_served(node)
         for _ in range(5):
             st, _ = await call(s, "GET", node.url + "/v1/quorum")
             assert st == 200
-    tail1 = await _read_until_closed(r1, 5)
-    tail2 = await _read_until_closed(r2, 5)
-    tail3 = await _read_until_closed(r3, 5)
+    tail1 = await _closed_by_server(r1, 5)
+    tail2 = await _closed_by_server(r2, 5)
+    tail3 = await _closed_by_server(r3, 5)
     elapsed = time.monotonic() - t0
     assert elapsed < 5, elapsed  # closed by the server (0.5 s idle bound), not by us
     assert tail1 == b"" and tail3 == b""
@@ -124,19 +132,188 @@ async def test_stalled_and_idle_clients_are_disconnected_and_others_served(node)
         assert st == 200
 
 
-async def test_max_connections(node) -> None:
+HALF_HEAD = b"POST /v1/brokers/heartbeat HTTP/1.1\r\nHost: x\r\nContent-Le"
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+async def _closed_by_server(reader: asyncio.StreamReader, timeout: float) -> bytes:
+    """What arrived before the server closed (a reset counts as closed)."""
+    try:
+        return await _read_until_closed(reader, timeout)
+    except ConnectionResetError:
+        return b""
+
+
+async def _connect(node, source: str = "127.0.0.1"):
     host, port = node.listen
-    held = [await asyncio.open_connection(host, port) for _ in range(20)]
-    await asyncio.sleep(0.05)
-    r, w = await asyncio.open_connection(host, port)
-    w.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert await _read_until_closed(r, 5) == b""  # closed at once, no answer
-    for _, hw in held:
-        hw.close()
-    await asyncio.sleep(0.1)
-    async with aiohttp.ClientSession() as s:
-        st, _ = await call(s, "GET", node.url + "/healthz")
-        assert st == 200
+    return await asyncio.open_connection(host, port, local_addr=(source, 0))
+
+
+async def _get(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+    writer.write(HEALTHZ)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    length = int(re.search(rb"Content-Length: (\d+)", head, re.I).group(1))
+    await asyncio.wait_for(reader.readexactly(length), 5)
+    return head
+
+
+async def _refused(node, source: str) -> bool:
+    """Connected and then reset or closed unanswered (the reset may come so soon
+    that the connect itself fails)."""
+    try:
+        r, w = await _connect(node, source)
+        w.write(HEALTHZ)
+        return await _closed_by_server(r, 5) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _site(node) -> GuardedSite:
+    (site,) = node._runner.sites
+    return site
+
+
+async def _metrics(node) -> str:
+    async with aiohttp.ClientSession() as s, s.get(node.url + "/metrics") as r:
+        return await r.text()
+
+
+async def _until(check, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+async def test_at_max_connections_a_newcomer_closes_the_oldest_half_open_connection(
+    tmp_path,
+) -> None:
+    """max.connections=20: one keep-alive client that completed a request, 19
+    half-sent heads; each newcomer is served and the oldest half-open one is reset."""
+    node = await start_single(tmp_path / "c", ["max.connections=20"])
+    try:
+        await _newcomers_evict_half_open(node)
+    finally:
+        await node.stop(1.0)
+
+
+async def _newcomers_evict_half_open(node) -> None:
+    established = await _connect(node)
+    assert (await _get(*established)).startswith(b"HTTP/1.1 200")
+    half_open = []
+    for i in range(19):
+        r, w = await _connect(node, f"127.0.0.{2 + i % 3}")
+        w.write(HALF_HEAD)
+        half_open.append((r, w))
+    await _until(lambda: _site(node).quotas.open_count == 20)
+    newcomers = []
+    for k in range(3):  # (each stays open: closing it would free a slot)
+        newcomers.append(await _connect(node, "127.0.0.9"))
+        assert (await _get(*newcomers[-1])).startswith(b"HTTP/1.1 200")
+        assert await _closed_by_server(half_open[k][0], 5) == b""  # evicted, oldest first
+    assert (await _get(*established)).startswith(b"HTTP/1.1 200")  # never evicted
+    q = _site(node).quotas
+    assert q.evicted["max.connections"] == 3 and q.refused["max.connections"] == 0
+    text = await _metrics(node)  # (its own connection is a newcomer too)
+    assert 'kraft_server_connections_evicted_total{reason="max.connections"} 4.0' in text
+    assert 'kraft_server_connection_limit{limit="max.connections"} 20.0' in text
+    assert re.search(r"kafka_server_socket_server_metrics_connection_count \d+", text)
+    for _, w in [established, *half_open, *newcomers]:
+        w.close()
+
+
+async def test_when_every_connection_completed_a_request_a_newcomer_is_refused(tmp_path) -> None:
+    node = await start_single(tmp_path / "c", ["max.connections=5"])
+    try:
+        held = [await _connect(node, "127.0.0.2") for _ in range(5)]
+        for conn in held:
+            await _get(*conn)
+        assert await _refused(node, "127.0.0.3")
+        assert _site(node).quotas.refused["max.connections"] == 1
+        held[0][1].close()
+        await _until(lambda: _site(node).quotas.open_count == 4)
+        assert (await _get(*await _connect(node, "127.0.0.3"))).startswith(b"HTTP/1.1 200")
+    finally:
+        await node.stop(1.0)
+
+
+async def test_per_ip_limits_and_overrides_and_the_voters_host_is_exempt(tmp_path) -> None:
+    node = await start_single(
+        tmp_path / "c",
+        ["max.connections.per.ip=3", "max.connections.per.ip.overrides=127.0.0.3:5"],
+    )
+    try:
+        for source, allowed in [("127.0.0.2", 3), ("127.0.0.3", 5), ("127.0.0.1", 12)]:
+            conns = [await _connect(node, source) for _ in range(allowed)]
+            for conn in conns:
+                assert (await _get(*conn)).startswith(b"HTTP/1.1 200")
+            if source != "127.0.0.1":  # 127.0.0.1 is the voter's host: no per-IP limit
+                assert await _refused(node, source)
+        q = _site(node).quotas
+        assert q.refused["max.connections.per.ip"] == 2
+        text = await _metrics(node)
+        assert 'kraft_server_connections_refused_total{reason="max.connections.per.ip"} 2.0' in text
+    finally:
+        await node.stop(1.0)
+
+
+async def test_over_the_creation_rate_a_connection_waits_then_is_served(tmp_path) -> None:
+    node = await start_single(tmp_path / "c", ["max.connection.creation.rate=1"])
+    try:
+        first = await _connect(node, "127.0.0.2")
+        second = await _connect(node, "127.0.0.2")
+        await _until(lambda: _site(node).quotas.waiting_count == 1)
+        assert (await _get(*first)).startswith(b"HTTP/1.1 200")
+        assert (await _get(*second)).startswith(b"HTTP/1.1 200")  # a token came
+        assert _site(node).quotas.refused["max.connection.creation.rate"] == 0
+        voter = [await _connect(node) for _ in range(5)]  # 127.0.0.1: not throttled
+        await _until(lambda: _site(node).quotas.waiting_count == 0)
+        for conn in voter:
+            assert (await _get(*conn)).startswith(b"HTTP/1.1 200")
+    finally:
+        await node.stop(1.0)
+
+
+async def test_a_request_head_must_arrive_within_the_head_timeout(tmp_path) -> None:
+    node = await start_single(tmp_path / "c", ["connections.request.head.timeout.ms=300"])
+    try:
+        t0 = time.monotonic()
+        silent = await _connect(node, "127.0.0.2")
+        half = await _connect(node, "127.0.0.2")
+        half[1].write(HALF_HEAD)
+        done = await _connect(node, "127.0.0.2")
+        await _get(*done)
+        assert await _closed_by_server(silent[0], 5) == b""
+        assert await _closed_by_server(half[0], 5) == b""
+        assert time.monotonic() - t0 < 5  # the server closed them (idle is 60 s)
+        await _until(lambda: _site(node).quotas.evicted["connections.request.head.timeout.ms"] == 2)
+        # the connection that completed a request is kept past the deadline
+        await asyncio.sleep(0.6)
+        assert (await _get(*done)).startswith(b"HTTP/1.1 200")
+    finally:
+        await node.stop(1.0)
+
+
+async def test_a_stalled_tls_handshake_is_closed_at_the_head_timeout(tmp_path: Path) -> None:
+    certs = tmp_path / "certs"
+    generate(certs, [1], [], admin=False)
+    node = await start_single(
+        tmp_path / "c",
+        ["connections.request.head.timeout.ms=300"],
+        config_file=certs / "controller-1.properties",
+    )
+    try:
+        t0 = time.monotonic()
+        r, w = await _connect(node, "127.0.0.2")
+        w.write(b"\x16\x03\x01\x00")  # the start of a ClientHello, then nothing
+        assert await _closed_by_server(r, 5) == b""
+        assert time.monotonic() - t0 < 5
+        await _until(lambda: _site(node).quotas.open_count == 0)
+        async with aiohttp.ClientSession() as s:  # a real TLS client is served
+            st, _ = await call(s, "GET", node.url + "/healthz", ssl_ctx=ctx(certs))
+            assert st == 200
+    finally:
+        await node.stop(1.0)
 
 
 async def test_malformed_msgpack_and_json_are_400_not_500(node) -> None:
