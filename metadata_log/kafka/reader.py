@@ -23,7 +23,15 @@ from metadata_log.kafka.batch import (
     parse_header,
     records_of,
 )
-from metadata_log.kafka.records import KafkaRecord, UnknownKafkaRecordError, decode_record
+from metadata_log.kafka.records import (
+    KafkaRecord,
+    UnknownKafkaRecordError,
+    UnmodelledKafkaRecord,
+    decode_record,
+    decode_value,
+    to_native,
+)
+from metadata_log.records import Record
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files
 
 
@@ -51,6 +59,30 @@ def decode_batch(
     return KafkaBatch(h, out)
 
 
+def native_records(
+    buf: bytes | memoryview, h: KafkaBatchHeader, path: str, skipped: Counter[str] | None = None
+) -> list[tuple[int, int, Record | UnmodelledKafkaRecord]]:
+    """(offset, timestamp, native record) of each record of a verified batch.
+
+    What a replay needs, without building the KafkaRecord view (a fifth of the
+    decoding time); the same as `decode_batch`'s natives (tested).
+    """
+    out = []
+    control = h.control
+    for offset, timestamp, key, value in records_of(buf, h, path):
+        try:
+            name, api_key, version, fields = decode_value(key, value, offset, control)
+        except UnknownKafkaRecordError as e:
+            if skipped is None:
+                raise e.at(path) from None
+            skipped[e.name] += 1
+            continue
+        except RecordDecodeError as e:
+            raise e.at(path) from None
+        out.append((offset, timestamp, to_native(name, api_key, version, fields)))
+    return out
+
+
 def iter_batches(
     buf: bytes | memoryview, path: str, skipped: Counter[str] | None = None, pos: int = 0
 ) -> Iterator[KafkaBatch]:
@@ -71,6 +103,26 @@ def iter_file(
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             try:
                 yield from iter_batches(data, str(path), skipped)
+            except IncompleteBatchError:
+                if not allow_torn_tail:
+                    raise
+
+
+def iter_native_batches(
+    path: Path, skipped: Counter[str] | None = None, *, allow_torn_tail: bool = False
+) -> Iterator[tuple[KafkaBatchHeader, list[tuple[int, int, Record | UnmodelledKafkaRecord]]]]:
+    """(header, native_records) of each batch of one file, opened read-only."""
+    with path.open("rb") as f:
+        if path.stat().st_size == 0:
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            name = str(path)
+            pos = 0
+            try:
+                while pos < len(data):
+                    h = parse_header(data, pos, name)
+                    yield h, native_records(data, h, name, skipped)
+                    pos += h.size
             except IncompleteBatchError:
                 if not allow_torn_tail:
                     raise

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from metadata_log.errors import MetadataLogError
 from metadata_log.image import MetadataImage
-from metadata_log.kafka.reader import iter_file
+from metadata_log.kafka.reader import iter_file, iter_native_batches
 from metadata_log.kafka.records import UnmodelledKafkaRecord
 from metadata_log.records import NoOpRecord, SnapshotFooter, SnapshotHeader
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files
@@ -74,20 +74,20 @@ def replay_kafka_log(log_dir: str | Path, upto_offset: int | None = None) -> Kaf
     image = result.image
     segments = segment_files(directory)
     for i, (_base, path) in enumerate(segments):
-        for batch in iter_file(path, allow_torn_tail=i == len(segments) - 1):
-            for r in batch.records:
-                if r.offset <= image.offset:
+        for _h, natives in iter_native_batches(path, allow_torn_tail=i == len(segments) - 1):
+            for offset, timestamp, native in natives:
+                if offset <= image.offset:
                     continue
-                if upto_offset is not None and r.offset > upto_offset:
+                if upto_offset is not None and offset > upto_offset:
                     return result
-                if r.offset != image.offset + 1:
+                if offset != image.offset + 1:
                     raise MetadataLogError(
-                        f"{path}: gap in the log, offset {r.offset} follows {image.offset}"
+                        f"{path}: gap in the log, offset {offset} follows {image.offset}"
                     )
-                if isinstance(r.native, UnmodelledKafkaRecord):
-                    result.unmodelled[r.name] += 1
-                    image.replay(_NOOP, r.offset)  # its offset is consumed all the same
+                if isinstance(native, UnmodelledKafkaRecord):
+                    result.unmodelled[native.name] += 1
+                    image.replay(_NOOP, offset)  # its offset is consumed all the same
                 else:
-                    image.replay(r.native, r.offset)
-                image.last_append_time_ms = max(image.last_append_time_ms, r.timestamp)
+                    image.replay(native, offset)
+                image.last_append_time_ms = max(image.last_append_time_ms, timestamp)
     return result

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from metadata_log.kafka.batch import iter_batch_headers
+from metadata_log.kafka.reader import decode_batch, log_files, native_records
 from metadata_log.kafka.replay import replay_kafka_log
 from metadata_log.kafka.writer import write_kafka_log
 from metadata_log.replay import replay_log, segment_files, snapshot_files
@@ -49,3 +51,13 @@ def test_real_logs_replay_counting_what_the_model_does_not_hold() -> None:
     datadir = replay_kafka_log(FIXTURES / "kafka-3x-datadir")
     assert not datadir.unmodelled and datadir.image.brokers[1].fenced
     assert all(p.leader == -1 for t in datadir.image.topics.values() for p in t.partitions.values())
+
+
+@pytest.mark.parametrize("log", ["ldi-poc", "kafka-4x-rig", "kafka-3x-datadir"])
+def test_native_records_are_decode_batchs_natives(log: str) -> None:
+    (path,) = log_files(FIXTURES / log)[1]
+    data = path.read_bytes()
+    for h in iter_batch_headers(data, str(path)):
+        batch = decode_batch(data, h, str(path))
+        expected = [(r.offset, r.timestamp, r.native) for r in batch.records]
+        assert native_records(data, h, str(path)) == expected
