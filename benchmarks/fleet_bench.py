@@ -32,8 +32,9 @@ Reported per run: the seconds until every agent is RUNNING in the fleet and
 unfenced in the active controller's `GET /v1/brokers` (goal: 60 s, 90 s with the
 kill), the failed requests by kind and error code (the fleet's counters: why
 registrations were refused), the fleet's task exceptions and the tracebacks in
-its log (goal 0 each), and, if the bound passed first, how many agents were
-still in each state. `--repeat N` runs N fresh clusters and adds the medians.
+its log (goal 0 each), FenceBrokerRecords in the active controller's log (every
+agent heartbeats, so each is spurious), CPU seconds per process, and, if the
+bound passed first, how many agents were still in each state. `--repeat N` runs N fresh clusters and adds the medians.
 
 Every process is started here and stopped by pid (SIGTERM, then SIGKILL after a
 bound); children also die with this process (PR_SET_PDEATHSIG).
@@ -431,6 +432,10 @@ class Bench:
             cpu[f"controller-{c}"] = None if before is None or after is None else after - before
         st = self.fleet_status()
         log_text = self.cluster.nodes[self.fleet_id].log_path.read_text(errors="replace")
+        end_active = self.active()
+        fences = (
+            None if end_active is None else fence_records(self.tmp / f"controller-{end_active}")
+        )
         out.update(
             all_running_s=wall if done else None,
             fleet_all_running_s=fleet_running_s,
@@ -439,6 +444,8 @@ class Bench:
             states_last_sample=counts,
             failed_requests=dict(sorted(st.get("error_codes", {}).items())),
             task_exceptions=st.get("task_exceptions"),
+            # every agent heartbeats throughout: any fence in the log is spurious
+            fence_records=None if fences is None else len(fences),
             tracebacks_in_fleet_log=log_text.count("Traceback"),
             cpu_s={k: None if v is None else round(v, 1) for k, v in cpu.items()},
             machine_busy_pct=round(100 * (busy1 - busy0) / max(1, total1 - total0), 1),
