@@ -111,6 +111,21 @@ class DiskParams:
     stall_max_ms: int = 1500
 
 
+@dataclass
+class CpuParams:
+    """The state machine's CPU (issue 26): applying a committed record costs
+    `apply_us`, during which the node's shell handles nothing (no message, timer or
+    flush completion: one event loop). `slice_records`: applied that many at a
+    time, with the node's pending events run in between (kraft's ChunkedReplay);
+    None: a batch is applied at once (the shell before issue 26)."""
+
+    apply_us: float = 0.0
+    slice_records: int | None = None
+    # A metadata transaction ending at this offset: without slices, its records are
+    # applied all at once when its last batch is (KIP-868's end record).
+    transaction_end: int | None = None
+
+
 class SimLog(MemoryLog):
     """A MemoryLog that reports to the simulator what leaves it (for the checkers)."""
 
@@ -170,6 +185,11 @@ class SimNode:
     # node starts from the static voter list or as a --bootstrap-controllers one.
     directory_id: str = ""
     bootstrap_only: bool = False
+    # CPU (CpuParams): the node runs nothing else until busy_until; records of
+    # committed batches still to apply, in slices
+    busy_until: int = 0
+    backlog: int = 0
+    slicing: bool = False
 
     @property
     def up(self) -> bool:
@@ -234,8 +254,10 @@ class Simulation:
         trace: bool = False,
         n_spares: int = 0,
         membership: bool = False,
+        cpu: CpuParams | None = None,
     ) -> None:
         self.seed = seed
+        self.cpu = cpu or CpuParams()
         self.rng = random.Random(seed)
         self.net = net or NetParams()
         self.disk = disk or DiskParams()
@@ -393,6 +415,7 @@ class Simulation:
         if node.core is not None:
             node.core = None
             node.incarnation += 1  # replies to the dead process go nowhere
+        node.busy_until, node.backlog, node.slicing = 0, 0, False  # its CPU work died too
         if wipe:
             controller = node.is_voter or (self.membership and nid in self.controller_ids)
             if controller and not self._wipe_is_safe(nid):
@@ -524,6 +547,9 @@ class Simulation:
             gen, inc = node.wake_gen, node.incarnation
 
             def fire() -> None:
+                if node.busy_until > self.now:
+                    self.at(node.busy_until, fire)  # the loop is busy: later
+                    return
                 if node.incarnation == inc and node.wake_gen == gen and node.core is not None:
                     node.wake_at = None
                     self._busy_guard(node)
@@ -605,6 +631,9 @@ class Simulation:
         def done() -> None:
             if node.incarnation != inc or node.core is None:
                 return
+            if node.busy_until > self.now:
+                self.at(node.busy_until, done)
+                return
             node.flushing = False
             node.log.flush(target)
             node.core.on_flushed(node.log.flushed_offset, self.now)
@@ -638,8 +667,12 @@ class Simulation:
         if (src, dst) in self.blocked:
             self._count("blocked")
             return
-        msg = message_from_wire(msgpack.unpackb(wire))
         node = self.nodes[dst]
+        if node.busy_until > self.now and node.core is not None:
+            # handled once the node's loop is free again
+            self.at(node.busy_until, _Delivery(self, src, dst, wire, kind))
+            return
+        msg = message_from_wire(msgpack.unpackb(wire))
         if kind[0] == "req":
             assert is_request(msg)
             src_node = self.nodes[src]
@@ -697,6 +730,7 @@ class Simulation:
                         f"n{nid} committed batch at {h.base_offset} differs from another node's"
                     )
                 node.digest = hashlib.sha256(node.digest + batch).digest()
+                self._charge_apply(node, h.record_count, h.next_offset)
                 node.applied = h.next_offset
                 known_d = self.committed_digest.get(node.applied)
                 if known_d is None:
@@ -707,6 +741,42 @@ class Simulation:
                     self.committed_end = node.applied
                 if node.applied >= hw:
                     break
+
+    def _charge_apply(self, node: SimNode, records: int, next_offset: int) -> None:
+        """The CPU time of applying `records` (CpuParams): at once, or queued for
+        slices between which the node's pending events run."""
+        cpu = self.cpu
+        if not cpu.apply_us:
+            return
+        if cpu.slice_records is None:
+            end = cpu.transaction_end
+            node.backlog += records
+            if end is not None and next_offset < end:
+                return  # inside the transaction: applied at its end
+            ms = int(node.backlog * cpu.apply_us / 1000)
+            node.backlog = 0
+            node.busy_until = max(node.busy_until, self.now) + ms
+            return
+        node.backlog += records
+        if not node.slicing:
+            node.slicing = True
+            self.at(self.now, lambda: self._apply_slice(node, node.incarnation))
+
+    def _apply_slice(self, node: SimNode, inc: int) -> None:
+        if node.incarnation != inc or node.core is None:
+            node.backlog, node.slicing = 0, False
+            return
+        assert self.cpu.slice_records is not None
+        n = min(node.backlog, self.cpu.slice_records)
+        node.backlog -= n
+        node.busy_until = self.now + max(1, int(n * self.cpu.apply_us / 1000))
+        self._count("apply_slice")
+        if node.backlog == 0:
+            node.slicing = False
+            return
+        # 1 ms after the slice: what waited for the loop (scheduled at busy_until)
+        # runs first, as the shell's turns between slices give it
+        self.at(node.busy_until + 1, lambda: self._apply_slice(node, inc))
 
     def _note_committed_voters(self, base: int, batch: bytes) -> None:
         for rec in batch_voters(batch):
