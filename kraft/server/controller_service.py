@@ -12,6 +12,14 @@ record pending before it. Deferred events (the fence check at the stalest
 broker's session expiry, the NoOp every metadata.max.idle.interval.ms) go through
 the same queue.
 
+Large writes (issue 26: a fence of a broker in a million ISRs) never hold the
+loop: their records are generated and encoded a slice at a time, appended as a
+metadata transaction batch by batch, and replayed by the ChunkedReplay standbys
+use too, with Raft's work run between slices (chunked_replay.IO_TURNS). Nothing
+else runs against the controller meanwhile, except heartbeats that change
+nothing and read nothing uncommitted (QuorumController.heartbeat_at_once): a
+broker's session outlives the longest fence.
+
 The log side is a `MetadataWriter`: the Raft driver as leader (append batches of
 the current epoch, learn the commit offset) — see kraft/server/raft_driver.py.
 """
