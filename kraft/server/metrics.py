@@ -53,31 +53,36 @@ class _ConnectionCollector:
         )
         admitted.add_metric([], s["admitted"])
         yield admitted
-        refused = CounterMetricFamily(
+        yield _labelled(
+            CounterMetricFamily,
             "kraft_server_connections_refused",
             "connections closed unserved since start, by the limit that refused them",
-            labels=["reason"],
+            "reason",
+            s["refused"],
         )
-        for reason, n in s["refused"].items():
-            refused.add_metric([reason], n)
-        yield refused
-        evicted = CounterMetricFamily(
+        yield _labelled(
+            CounterMetricFamily,
             "kraft_server_connections_evicted",
             "open connections closed before completing a request since start: for a "
             "newcomer at max.connections, or at connections.request.head.timeout.ms",
-            labels=["reason"],
+            "reason",
+            s["evicted"],
         )
-        for reason, n in s["evicted"].items():
-            evicted.add_metric([reason], n)
-        yield evicted
-        limits = GaugeMetricFamily(
+        yield _labelled(
+            GaugeMetricFamily,
             "kraft_server_connection_limit",
             "the listener's configured connection limits",
-            labels=["limit"],
+            "limit",
+            s["limits"],
         )
-        for name, value in s["limits"].items():
-            limits.add_metric([name], value)
-        yield limits
+
+
+def _labelled(family: Any, name: str, help_text: str, label: str, values: dict[str, float]) -> Any:
+    """One metric family with a sample per `values` item, labelled by its key."""
+    out = family(name, help_text, labels=[label])
+    for key, value in values.items():
+        out.add_metric([key], value)
+    return out
 
 
 GAUGES: dict[str, tuple[str, str]] = {
