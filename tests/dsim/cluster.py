@@ -238,9 +238,16 @@ class DeployedSim:
         self.stats[k] = self.stats.get(k, 0) + 1
 
     def fail(self, what: str) -> None:
+        """Record a violation and raise it. Raised inside the product's code (a
+        checker hook), it may be caught there (the event queue answers a failing
+        command UNKNOWN_SERVER_ERROR): the recorded one ends the run regardless."""
         msg = f"seed {self.seed} at {self.now()} ms: {what} (replay with SIM_SEED={self.seed})"
         self.violations.append(msg)
         raise InvariantViolation(msg)
+
+    def raise_recorded(self) -> None:
+        if self.violations:
+            raise InvariantViolation(self.violations[0])
 
     def _executor_delay(self, owner: int | None) -> float:
         lo, hi = self.p.flush_ms
@@ -630,7 +637,12 @@ class DeployedSim:
     async def checker_loop(self) -> None:
         while True:
             await asyncio.sleep(0.25)
-            self.check_images()
+            try:
+                self.raise_recorded()
+                self.check_images()
+            except InvariantViolation:
+                self.loop.stop()  # run_seed raises the recorded violation
+                return
 
     # ----------------------------------------------------------------- the run
 
@@ -721,7 +733,12 @@ def run_seed(seed: int, trace: bool = False) -> SeedResult:
     logging.disable(logging.CRITICAL)
     try:
         with sim.disk.installed():
-            sim.loop.run_until_complete(sim.main())
+            try:
+                sim.loop.run_until_complete(sim.main())
+            except Exception:
+                sim.raise_recorded()  # the first violation, if one led to this
+                raise
+        sim.raise_recorded()
     finally:
         logging.disable(logging.NOTSET)
         for t in asyncio.all_tasks(sim.loop):
