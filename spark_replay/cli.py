@@ -23,6 +23,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -127,11 +128,16 @@ def _run(
     report: bool,
 ) -> dict[str, Any]:
     from spark_replay import history as H
-    from spark_replay.records import write_records
+    from spark_replay.records import write_records_with
+    from spark_replay.replay_job import WORK, build_history, decode_and_prepare, spark_mapper
 
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    stats = write_records(spark, files, out / "records")
+    # The records stage also summarizes each file it can (replay_job, step 1).
+    (out / WORK).mkdir(parents=True, exist_ok=True)
+    task = functools.partial(decode_and_prepare, out=str(out))
+    done = write_records_with(spark, files, out / "records", task)
+    stats = [s for s, _ in done]
     info = H.info_from_stats(stats)
     timings["records_s"] = time.perf_counter() - t
     _progress(
@@ -148,12 +154,18 @@ def _run(
         )
         H.check_in_history(info, offset)
 
-    from spark_replay.replay_job import build_history, spark_mapper
-
     t = time.perf_counter()
     sc = spark.sparkContext
     timings.update(
-        build_history(spark_mapper(spark), files, stats, info, out, describe=sc.setJobDescription)
+        build_history(
+            spark_mapper(spark),
+            files,
+            stats,
+            info,
+            out,
+            describe=sc.setJobDescription,
+            prepared=[x for _, x in done],
+        )
     )
     timings["tables_s"] = time.perf_counter() - t
     _progress(

@@ -6,9 +6,9 @@
 pyarrow), for complete logs (segments from offset 0, no starting snapshot).
 
 It runs the very functions the Spark tasks run, one file after another on one
-core: `spark_replay.records.write_part` per file, then
-`spark_replay.replay_job.build_history` with a plain loop as its map
-(`serial_mapper`): the same vectorised replay (`spark_replay.segment_replay`),
+core: `spark_replay.replay_job.decode_and_prepare` per file (the records part
+and the file's summary from one decode), then `build_history` with a plain
+loop as its map (`serial_mapper`): the same vectorised replay (`segment_replay`),
 so the benchmark compares like with like. Memory is bounded by one file's rows
 and the partitions' states, as in a Spark task.
 """
@@ -34,8 +34,8 @@ def write_tables(log_dir: str | Path, out: str | Path) -> int:
     """
     from spark_replay.datasource import list_log_files
     from spark_replay.history import info_from_stats
-    from spark_replay.records import stats_from_dict, write_part
-    from spark_replay.replay_job import build_history, serial_mapper
+    from spark_replay.records import stats_from_dict
+    from spark_replay.replay_job import WORK, build_history, decode_and_prepare, serial_mapper
 
     out = Path(out)
     files = list_log_files(log_dir)
@@ -45,9 +45,19 @@ def write_tables(log_dir: str | Path, out: str | Path) -> int:
             "(segments from offset 0), not a history that starts from a snapshot"
         )
     (out / "records").mkdir(parents=True)
-    stats = [stats_from_dict(write_part(i, f, str(out / "records"))) for i, f in enumerate(files)]
+    (out / WORK).mkdir(parents=True)
+    done = [decode_and_prepare(i, f, str(out / "records"), str(out)) for i, f in enumerate(files)]
+    stats = [stats_from_dict(d) for d, _ in done]
     info = info_from_stats(stats)
-    build_history(serial_mapper, files, stats, info, out, progress=lambda _m: None)
+    build_history(
+        serial_mapper,
+        files,
+        stats,
+        info,
+        out,
+        progress=lambda _m: None,
+        prepared=[x for _, x in done],
+    )
     return info.record_count
 
 

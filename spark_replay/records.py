@@ -91,7 +91,23 @@ def write_part(
 
 
 def write_records(spark: Any, files: list[LogFile], out_dir: str | Path) -> list[FileStats]:
-    """Write the records table of `files` under `out_dir` (replaced); their FileStats.
+    """Write the records table of `files` under `out_dir` (replaced); their FileStats."""
+    return [s for s, _ in write_records_with(spark, files, out_dir, _write_part_only)]
+
+
+def _write_part_only(index: int, f: LogFile, target: str) -> tuple[dict[str, Any], None]:
+    return write_part(index, f, target), None
+
+
+def write_records_with(
+    spark: Any,
+    files: list[LogFile],
+    out_dir: str | Path,
+    task: Callable[[int, LogFile, str], tuple[dict[str, Any], Any]],
+) -> list[tuple[FileStats, Any]]:
+    """The records table of `files` under `out_dir` (replaced) by `task(index,
+    file, out_dir)`, which writes the file's part and returns its stats dict and
+    anything else it computed from the same decode; per file, (FileStats, that).
 
     The biggest files are scheduled first, so that the last task to finish is a
     small one (local[N] runs tasks in partition order).
@@ -109,7 +125,7 @@ def write_records(spark: Any, files: list[LogFile], out_dir: str | Path) -> list
     try:
         results = (
             sc.parallelize(items, max(1, len(items)))
-            .map(lambda item: write_part(item[0], item[1], target))
+            .map(lambda item: task(item[0], item[1], target))
             .collect()
         )
     except BaseException:
@@ -120,8 +136,8 @@ def write_records(spark: Any, files: list[LogFile], out_dir: str | Path) -> list
     finally:
         sc.setJobDescription(None)
     (out / "_SUCCESS").touch()
-    by_path = {r["path"]: r for r in results}
-    return [stats_from_dict(by_path[f.path]) for f in files]
+    by_path = {r["path"]: (r, x) for r, x in results}
+    return [(stats_from_dict(by_path[f.path][0]), by_path[f.path][1]) for f in files]
 
 
 def stats_from_dict(d: dict[str, Any]) -> FileStats:

@@ -31,10 +31,11 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from spark_replay.decode import ARROW_SCHEMA
 from spark_replay.records import part_name
 from spark_replay.segment_replay import (
     EVENT_SOURCE_COLUMNS,
@@ -50,6 +51,7 @@ from spark_replay.segment_replay import (
     starting_states,
     summarize,
 )
+from spark_replay.tables import STATE_TYPES
 
 Mapper = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
 HISTORY_TABLES = ("partition_history", "leader_elections", "offline_partitions")
@@ -114,10 +116,60 @@ def plan_files(files: list[Any], stats: list[Any], info: Any, records_dir: Path)
                 s.last_offset,
                 txns=tuple(t for t in txns if t.begin <= s.last_offset and t.end >= s.first_offset),
                 extra=extra,
-                min_offset=snap_end,
+                # (only where it drops rows: a plan equal to own_plan's is reused)
+                min_offset=snap_end if snap_end is not None and s.first_offset < snap_end else None,
             )
         )
     return plans
+
+
+def own_plan(index: int, stats: dict[str, Any], records_dir: str) -> FilePlan | None:
+    """The plan of a segment as far as the file itself can tell (its own
+    transactions; none open at its start), or None when it cannot tell (a
+    transaction marker without its pair, a snapshot, no records). The driver
+    uses what was computed with it only if it equals the plan of `plan_files`."""
+    if stats["source"] != "segment" or not stats["records"]:
+        return None
+    txns, begin = [], None
+    for offset, kind, time_ms, *_rest in stats["markers"]:
+        if kind == "BeginTransactionRecord":
+            if begin is not None:
+                return None
+            begin = offset
+        elif kind in ("EndTransactionRecord", "AbortTransactionRecord"):
+            if begin is None:
+                return None
+            txns.append(Txn(begin, offset, kind == "EndTransactionRecord", time_ms))
+            begin = None
+    if begin is not None:
+        return None
+    part = os.path.join(records_dir, part_name(index))
+    return FilePlan(index, part, 0, stats["first_offset"], stats["last_offset"], tuple(txns))
+
+
+def decode_and_prepare(
+    index: int, f: Any, records_dir: str, out: str
+) -> tuple[dict[str, Any], tuple[FilePlan, Summary] | None]:
+    """Task of the records stage that also does step 1 from the same decode, for
+    the files that can tell their own plan (`own_plan`): the records part, its
+    stats, and (plan, Summary) with the events written for step 3."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from spark_replay.records import write_part
+
+    kept: list[pa.RecordBatch] = []
+    state_types = pa.array(STATE_TYPES)
+
+    def keep(batch: pa.RecordBatch) -> None:
+        kept.append(batch.filter(pc.is_in(batch.column("type"), value_set=state_types)))
+
+    stats = write_part(index, f, records_dir, on_batch=keep)
+    plan = own_plan(index, stats, records_dir)
+    if plan is None:
+        return stats, None
+    rows = pa.Table.from_batches(kept, schema=ARROW_SCHEMA).select(list(EVENT_SOURCE_COLUMNS))
+    return stats, (plan, _prepare_rows(plan, out, rows))
 
 
 def _events_path(out: str, plan: FilePlan) -> str:
@@ -137,6 +189,10 @@ def prepare(item: tuple[FilePlan, str]) -> Summary:
             path, columns=cols, filters=[("offset", ">=", lo), ("offset", "<=", hi)]
         )
         rows = pa.concat_tables([more, rows])
+    return _prepare_rows(plan, out, rows)
+
+
+def _prepare_rows(plan: FilePlan, out: str, rows: Any) -> Summary:
     events = file_events(
         rows, plan.lo, plan.hi, list(plan.txns), plan.snapshot_point, plan.min_offset
     )
@@ -215,8 +271,13 @@ def build_history(
     out: str | Path,
     describe: Callable[[str | None], None] = lambda _d: None,
     progress: Callable[[str], None] = _progress,
+    prepared: list[tuple[FilePlan, Summary] | None] | None = None,
 ) -> dict[str, float]:
-    """The four history tables under `out` (whose `records/` is written); timings."""
+    """The four history tables under `out` (whose `records/` is written); timings.
+
+    `prepared`: per file (records part order), what `decode_and_prepare` did in
+    the records stage; step 1 runs only for the files whose plan it missed.
+    """
     out = Path(out)
     timings: dict[str, float] = {}
     plans = plan_files(files, stats, info, out / "records")
@@ -227,11 +288,19 @@ def build_history(
         (out / name).mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     describe(f"spark-replay: summarize {len(plans)} files")
-    summaries = mapper(prepare, [(p, str(out)) for p in plans])
+    done = {}
+    for p in plans:
+        got = prepared[p.index] if prepared else None
+        if got is not None and replace(got[0], weight=0) == replace(p, weight=0):
+            done[p.index] = got[1]
+    todo = [p for p in plans if p.index not in done]
+    done.update(
+        zip((p.index for p in todo), mapper(prepare, [(p, str(out)) for p in todo]), strict=True)
+    )
+    summaries = [done[p.index] for p in plans]
     timings["summaries_s"] = time.perf_counter() - t
     progress(
-        f"summaries: {len(plans)} files ({timings['summaries_s']:.1f} s, "
-        f"{n / timings['summaries_s']:,.0f} records/s)"
+        f"summaries: {len(plans)} files, {len(todo)} read again ({timings['summaries_s']:.1f} s)"
     )
     t = time.perf_counter()
     starts = starting_states(summaries)
