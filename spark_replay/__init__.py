@@ -7,11 +7,18 @@ Modules:
   partition per file, pruning by offset;
 - `tables`: each output table's columns and the record-type groups (no Spark:
   `one_process` uses them too);
-- `history`: the tables as DataFrame transforms (windows per broker / partition);
+- `segment_replay`: the replay rules, vectorised over one file (summaries that
+  fold into starting states, the replay of a file from them): one place for the
+  Spark tasks and the one-process replay;
+- `replay_job`: the tables job over files, as Spark tasks or a plain loop;
+- `history`: the tables as DataFrame transforms (windows per broker / partition):
+  the reference the replay is tested against, the as-of queries, the LogInfo;
 - `report`: summary.json and report.html with matplotlib plots;
 - `session`: an offline SparkSession configuration;
+- `cluster`: a Spark standalone master and workers on 127.0.0.1 from pyspark's
+  distribution (``python -m spark_replay.cluster start|stop|run``);
 - `cli`: ``spark-replay --log-dir DIR --out OUT [--master M] [--as-of-offset N | --as-of-time T]``;
-- `one_process`: the same tables in one Python process, streaming, without Spark
+- `one_process`: the same tables in one Python process, the same functions, without Spark
   (``python -m spark_replay.one_process --log-dir DIR --out OUT``, complete logs
   only): the baseline of benchmarks/replay_bench.py and a cross-check;
 - `generator`: seeded realistic logs through the real controller

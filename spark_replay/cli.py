@@ -8,11 +8,13 @@ the tasks import `spark_replay`).
 
 Steps: decode every log file into the `records` table (one Spark task per file,
 see `spark_replay.records`; the same decoder as the `kraft_metadata_log` data
-source); check the as-of point, if any; read `records` back from Parquet
-(columnar, no Python) and build the history tables, each written to Parquet;
-optionally the state as of an offset or time; then `summary.json` and
-`report.html`. Each step prints one line on stderr when done, and Spark's console
-progress bar shows the running stage.
+source), the task also summarizing the file for the replay; check the as-of
+point, if any; the history tables by the segment-parallel replay of
+`spark_replay.replay_job` (the driver folds the summaries into each file's
+starting state, one task per file replays it, vectorised, and writes its part
+of each table); optionally the state as of an offset or time; then
+`summary.json` and `report.html`. Each step prints one line on stderr when done
+(with records/s), and Spark's console progress bar shows the running stage.
 
 All or nothing: a failed run leaves none of its outputs behind (nor an earlier
 run's) under OUT. User errors (a missing directory, a corrupt segment, an offset
