@@ -285,16 +285,9 @@ class ControllerService:
             )
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         now = self.clock()
-        at_once = getattr(generate, "at_once", None) if priority else None
-        if at_once is not None and self._replay is not None:
-            # A large write holds the queue for seconds: a heartbeat that changes
-            # nothing and reads nothing uncommitted is answered now (the broker's
-            # session must outlive a fence of a million partitions).
-            reply = at_once(self.controller, now, self.writer.committed_offset())
-            if reply is not None:
-                fut.set_result(reply)
-                return fut
         ev = _Event(name, generate, now + self.request_timeout_ms, fut, now)
+        if priority and self._answer_at_once(ev, now, self.writer.committed_offset()):
+            return fut
         task = self._task
         if priority and not self._priority and self._replay is None and task and not task.done():
             # Nothing is queued ahead of a priority event (the event task serves the
@@ -496,9 +489,37 @@ class ControllerService:
         if w.future is not None:
             self._wait_for(last, w.future, w.reply, w.started)
 
+    def _answer_at_once(self, ev: _Event, now: int, committed: int) -> bool:
+        """Answer a heartbeat that changes nothing and reads nothing uncommitted
+        without waiting for the queue or for unrelated uncommitted records
+        (QuorumController.heartbeat_at_once): a large write holds the queue, and its
+        commit, for seconds, and the broker's session must outlive a fence of a
+        million partitions. False: it goes through the queue."""
+        at_once = getattr(ev.generate, "at_once", None)
+        if at_once is None or ev.future.done() or not self.controller.active:
+            return False
+        try:
+            reply = at_once(self.controller, now, committed)
+        except ApiError:
+            return False
+        if reply is None:
+            return False
+        ev.future.set_result(reply)
+        return True
+
+    def _answer_queued_at_once(self) -> None:
+        """The heartbeats queued before a large write began, answered between its slices."""
+        if not self._priority:
+            return
+        now, committed = self.clock(), self.writer.committed_offset()
+        self._priority = deque(
+            ev for ev in self._priority if not self._answer_at_once(ev, now, committed)
+        )
+
     async def _continue_replay(self) -> None:
         w = self._replay
         while w is not None and self._replay is w and not self._replay_step(w):
+            self._answer_queued_at_once()
             await io_turns()  # Raft fetches, heartbeat arrivals (contact noted)
 
     def _finish_replay_now(self) -> None:
