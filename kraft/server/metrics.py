@@ -243,12 +243,16 @@ class ControllerMetrics:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
-def image_gauges(image: Any) -> dict[str, float]:
+def image_gauges(image: Any, offline_partitions: int | None = None) -> dict[str, float]:
+    """`offline_partitions`: the count if known (the controller's index keeps it);
+    counting a million partitions on every scrape held the loop ~50 ms each."""
     fenced = sum(1 for b in image.brokers.values() if b.fenced)
     return {
         "fenced_brokers": fenced,
         "active_brokers": len(image.brokers) - fenced,
         "topics": len(image.topics),
         "partitions": image.partition_count(),
-        "offline_partitions": image.offline_partition_count(),
+        "offline_partitions": (
+            image.offline_partition_count() if offline_partitions is None else offline_partitions
+        ),
     }

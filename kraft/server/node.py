@@ -846,7 +846,7 @@ class ControllerNode:
             "last_applied_offset": image.offset,
             "log_end_offset": self.log.end_offset,
         }
-        out.update(image_gauges(image))
+        out.update(image_gauges(image, len(self.controller.index.leaderless)))
         fenced, records, ms = self.metrics.last_fence
         out["last_fenced_broker"] = fenced
         out["last_fence_records"] = records

@@ -327,3 +327,14 @@ async def test_a_standby_read_waits_for_a_transaction_applied_in_slices() -> Non
         pass
     image = await asyncio.wait_for(read, 1)
     assert image.brokers[3].fenced and not image.applying
+
+
+def test_the_index_counts_the_offline_partitions_as_the_image_does() -> None:
+    """The /metrics gauge reads len(index.leaderless) instead of counting the image."""
+    h = cluster(90)
+    assert len(h.c.index.leaderless) == h.c.image.offline_partition_count() == 0
+    # fenced one by one: a partition's last ISR member stays, leaderless
+    for b, now in ((1, 500), (2, 1_000), (3, 1_500)):
+        h.apply(ControllerResult(tuple(fence_records(h, b, now))))
+    offline = h.c.image.offline_partition_count()
+    assert offline > 0 and len(h.c.index.leaderless) == offline
