@@ -14,6 +14,7 @@ runs those; `make mutants` prints the table).
 
 from __future__ import annotations
 
+import ast
 import inspect
 import sys
 import textwrap
@@ -239,10 +240,30 @@ MUTANTS: tuple[Mutant, ...] = (
 BY_NAME = {m.name: m for m in MUTANTS}
 
 
+def _source(owner: Any, name: str, original: Any) -> str:
+    """The function's source as indented in its file, found by name (not by the
+    loaded code's line numbers, which a file edited since the import would shift)."""
+    path = inspect.getsourcefile(original)
+    assert path is not None
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    body: list[ast.stmt] = ast.parse(text).body
+    if inspect.isclass(owner):
+        cls = [n for n in body if isinstance(n, ast.ClassDef) and n.name == owner.__name__]
+        if not cls:
+            raise LookupError(f"class {owner.__name__} not found in {path}")
+        body = cls[0].body
+    defs = [n for n in body if isinstance(n, ast.FunctionDef) and n.name == name]
+    if not defs:
+        raise LookupError(f"function {name} not found in {path}")
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[defs[0].lineno - 1 : defs[0].end_lineno])
+
+
 def _compile(p: Patch) -> tuple[Any, Any]:
     """(original, mutated) function of one patch."""
     original = inspect.getattr_static(p.owner, p.name)
-    src = inspect.getsource(original)  # as indented in its file: the fragments are
+    src = _source(p.owner, p.name, original)
     n = src.count(p.old)
     if n != 1:
         raise LookupError(f"mutant fragment found {n} times in {p.name}: {p.old!r}")
@@ -276,3 +297,10 @@ def applied(mutant: Mutant) -> Iterator[None]:
     finally:
         for owner, name, original in reversed(undo):
             setattr(owner, name, original)
+
+
+def check_all() -> None:
+    """Every mutant applies (each fragment found once); LookupError otherwise."""
+    for m in MUTANTS:
+        for p in m.patches:
+            _compile(p)

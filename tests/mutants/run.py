@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.mutants.catalog import BY_NAME, MUTANTS, applied
+from tests.mutants.catalog import BY_NAME, MUTANTS, applied, check_all
 
 # make test's seed budgets (tests/sim/test_sim.py, test_figure8_sim.py,
 # test_controller_sim.py, tests/dsim/test_dsim.py)
@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     for part in filter(None, a.seeds.split(",")):
         k, v = part.split("=")
         budget[k] = int(v)
+    check_all()  # every fragment still in the product: fail now, not after the runs
     mutants = [BY_NAME[n] for n in a.only.split(",")] if a.only else list(MUTANTS)
     suites = sorted({s for m in mutants for s in m.suites})
     jobs: list[tuple[str | None, str, int]] = [

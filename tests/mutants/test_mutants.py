@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kraft.raft.core import RaftCore
-from tests.mutants.catalog import MUTANTS, Mutant, applied
+from tests.mutants.catalog import MUTANTS, Mutant, applied, check_all
 from tests.mutants.run import BUDGET, caught, first_catch
 
 
@@ -30,3 +30,7 @@ def test_applied_is_undone() -> None:
     with applied(MUTANTS[0]):
         assert RaftCore.__dict__["_maybe_advance_hw"] is not before
     assert RaftCore.__dict__["_maybe_advance_hw"] is before
+
+
+def test_every_mutant_applies() -> None:
+    check_all()
