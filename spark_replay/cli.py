@@ -144,7 +144,8 @@ def _run(
     timings["records_s"] = time.perf_counter() - t
     _progress(
         f"records: {info.record_count} records from {len(files)} files, offsets "
-        f"{info.first_offset}..{info.last_offset} ({timings['records_s']:.1f} s)"
+        f"{info.first_offset}..{info.last_offset} ({timings['records_s']:.1f} s, "
+        f"{info.record_count / max(timings['records_s'], 1e-9):,.0f} records/s)"
     )
     records = spark.read.parquet(str(out / "records"))
 

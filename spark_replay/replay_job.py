@@ -300,7 +300,8 @@ def build_history(
     summaries = [done[p.index] for p in plans]
     timings["summaries_s"] = time.perf_counter() - t
     progress(
-        f"summaries: {len(plans)} files, {len(todo)} read again ({timings['summaries_s']:.1f} s)"
+        f"summaries: {len(plans)} files ({len(todo)} read again: a transaction "
+        f"crosses them or a snapshot starts the history; {timings['summaries_s']:.1f} s)"
     )
     t = time.perf_counter()
     starts = starting_states(summaries)
