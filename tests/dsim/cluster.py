@@ -16,7 +16,8 @@ world around it is simulated, all from one seed:
   crash keeps what was fsynced (plus sometimes a torn tail), an fsync can fail
   (the node must stop and never retry), flushes can stall;
 - brokers that register and heartbeat through the routes' own service wrapper
-  (`_RoutesService`), fall silent, restart; an admin that creates topics.
+  (`_RoutesService`), fall silent, shut down in a controlled way and register
+  again; an admin that creates topics.
 
 Invariants, checked as events happen and at the end:
 - at most one leader per epoch;
@@ -149,6 +150,7 @@ class Broker:
     metadata_offset: int = -1
     silent_until: int = 0
     fenced: bool = True
+    shutting_down: bool = False
 
 
 @dataclass
@@ -533,7 +535,7 @@ class DeployedSim:
 
     async def _heartbeat(self, b: Broker) -> None:
         assert b.epoch is not None
-        req = BrokerHeartbeatRequest(b.bid, b.epoch, b.metadata_offset, False, False)
+        req = BrokerHeartbeatRequest(b.bid, b.epoch, b.metadata_offset, False, b.shutting_down)
         sim = self
 
         async def run(service: _RoutesService, node: ControllerNode) -> Any:
@@ -549,6 +551,13 @@ class DeployedSim:
             if b.fenced and not out[1]["is_fenced"]:
                 self.count("unfenced")
             b.fenced = out[1]["is_fenced"]
+            if out[1]["should_shut_down"]:
+                # a controlled shutdown done: the process exits, a new one registers later
+                self.event(f"b{b.bid} shut down")
+                self.count("controlled_shutdown" if b.shutting_down else "shutdown_told")
+                b.process += 1
+                b.epoch, b.fenced, b.shutting_down = None, True, False
+                b.silent_until = self.now() + self.rng.randint(100, 2000)
         elif out[0] == "err" and out[1] == "STALE_BROKER_EPOCH":
             b.epoch = None
         self._follow(b, out)
@@ -591,8 +600,7 @@ class DeployedSim:
     async def fault_loop(self) -> None:
         f, p = self.p.faults, self.p
         kinds = [k for k in ("crash", "partition", "fsync_fail", "silence") if k in f]
-        if not kinds:
-            return
+        kinds.append("shutdown")  # a broker's controlled shutdown, in every seed
         while self.faults_on:
             lo, hi = p.crash_every
             await asyncio.sleep(self.rng.randint(lo, hi) / 1000)
@@ -613,6 +621,11 @@ class DeployedSim:
                 self.disk.fail_next.add(nid)
                 self.event(f"n{nid} next fsync fails")
                 self.count("fault:fsync_fail")
+            elif kind == "shutdown":
+                b = self.rng.choice(self.brokers)
+                if b.epoch is not None and not b.shutting_down:
+                    b.shutting_down = True
+                    self.event(f"b{b.bid} controlled shutdown")
             elif kind == "silence":
                 b = self.rng.choice(self.brokers)
                 long = self.rng.random() < 0.5
@@ -664,6 +677,7 @@ class DeployedSim:
         self.disk.fail_next.clear()
         for b in self.brokers:
             b.silent_until = 0
+            b.shutting_down = False
         for nid in self.voters:
             self.start(nid)
         await self._converge()

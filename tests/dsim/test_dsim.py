@@ -34,6 +34,7 @@ EVIDENCE = (
     "flush_stall",
     "fault:silence",
     "fence",  # a silent broker was fenced by the active controller
+    "controlled_shutdown",  # a broker asked to shut down and was let go
     "registered",
     "unfenced",
     "topic",
