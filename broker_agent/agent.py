@@ -376,10 +376,10 @@ class BrokerAgent:
     async def _exchange(self, lc: BrokerLifecycle, send: Send) -> None:
         url = self.controllers[send.controller] + PATHS[send.kind]
         session = self.heartbeat_session if send.kind == "heartbeat" else self.session
+        started = time.perf_counter()  # latency as the broker sees it: the gate's wait too
         gate = self.gates.get(send.kind)
         if gate is not None:
             await gate.acquire(send_priority(lc, send))
-        started = time.perf_counter()
         try:
             if not lc.waiting_for(send.request_id):
                 return  # the lifecycle gave up on it while it waited at the gate
