@@ -32,15 +32,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import concurrent.futures
 import contextlib
-import functools
 import gc
 import hashlib
 import logging
 import os
 import random
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -546,9 +543,6 @@ class ControllerNode:
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = clock()  # the snapshot interval's timer
         self._snapshot_task: asyncio.Task[None] | None = None
-        self._snapshot_pool = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="snapshot", initializer=_lower_priority
-        )
         # Committed batches a standby has still to replay: a large change (a fence of
         # a broker in a million ISRs) is replayed REPLAY_CHUNK records per loop pass
         # by the same ChunkedReplay the active controller uses. Replayed at once it
@@ -664,7 +658,6 @@ class ControllerNode:
                 await asyncio.wait_for(asyncio.shield(self._snapshot_task), timeout_s)
         if self._runner is not None:
             await self._runner.cleanup()
-        self._snapshot_pool.shutdown(wait=False)
         self.log.close(flush=self.raft.fatal_error is None)
         log.info("controller stopped", extra={"event": "controller_stopped"})
 
@@ -788,7 +781,7 @@ class ControllerNode:
     async def _write_snapshot(self, sid: SnapshotId, image: MetadataImage) -> None:
         t0 = time.perf_counter()
         try:
-            write = functools.partial(
+            await asyncio.to_thread(
                 write_snapshot,
                 self.log.directory,
                 sid,
@@ -797,7 +790,6 @@ class ControllerNode:
                 append_time_ms=self._timestamp(),  # a timestamp in the snapshot's header
                 voters=self._snapshot_voters,
             )
-            await asyncio.get_running_loop().run_in_executor(self._snapshot_pool, write)
             if self._stopped.is_set() and self.log.file_log.closed:
                 return
             self.log.register_snapshot(sid)
@@ -862,18 +854,6 @@ class ControllerNode:
             out["high_watermark"] = core.high_watermark
             out["raft_state"] = RAFT_STATE_CODES.get(core.state_name, 0)
         return out
-
-
-def _lower_priority() -> None:
-    """The snapshot thread's initializer: a lower CPU priority (Linux: nice is per
-    thread). A snapshot of a million partitions is seconds of CPU: at the same
-    priority, the standbys' snapshots after a large change took the cores the
-    active controller needed to replay it (2 cores, 3 controllers)."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), SNAPSHOT_NICE)
-
-
-SNAPSHOT_NICE = 10
 
 
 # ------------------------------------------------------------------------- CLI
