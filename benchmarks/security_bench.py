@@ -3,9 +3,17 @@
 1. TokenVerifier.verify: a cached token (the hot path) vs a first sight (one PBKDF2).
 2. Heartbeats/s and latency against one in-process controller over loopback, with
    C concurrent brokers, three ways: plain HTTP, tokens (authorizer on), TLS + tokens.
+3. With --flood: the connection flood (issue 25 item 5; tests/integration/
+   flood_scenario.py), plaintext then TLS: 5,000 half-open connections from
+   127.0.0.2-127.0.0.9 held against the active controller of a 3-controller,
+   3-broker cluster for --flood-seconds (default 300), while an operator creates a
+   topic, an admin on a non-voter host asks, a follower controller is killed and
+   restarted, a new broker joins; reports each step's time, fences, leader change
+   and honest heartbeat latency.
 
-Run: `.venv/bin/python benchmarks/security_bench.py [--seconds 5] [--brokers 20]`
-(under `flock /tmp/kraft-heavy.lock` on a shared machine).
+Run: `.venv/bin/python benchmarks/security_bench.py [--seconds 5] [--brokers 20]
+[--flood [--flood-seconds 300] [--flood-only]]` (under `flock /tmp/kraft-heavy.lock`
+on a shared machine).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kraft.security.certs import generate  # noqa: E402
 from kraft.security.client import client_security  # noqa: E402
 from kraft.security.credentials import TokenVerifier, load_credentials  # noqa: E402
+from tests.integration.flood_scenario import raise_open_files, run_flood_scenario  # noqa: E402
 from tests.unit.security.harness import register_unfenced, start_single  # noqa: E402
 
 
@@ -106,10 +115,41 @@ async def heartbeats(
     }
 
 
+def flood_figures(
+    root: Path, seconds: float, connections: int, modes: list[str]
+) -> dict[str, object]:
+    out: dict[str, object] = {"open_files_limit": raise_open_files(connections + 3000)}
+    for mode in modes:
+        if mode not in ("plaintext", "tls"):
+            raise SystemExit(f"--flood-modes: {mode!r} is not plaintext or tls")
+        secure = mode == "tls"
+        r = run_flood_scenario(root / f"flood-{mode}", secure=secure, seconds=seconds,
+                               connections=connections)  # fmt: skip
+        hb = r.get("heartbeats", {})
+        print(
+            f"flood {mode}: topics create {r['topics_create']['s']} s (rc "
+            f"{r['topics_create']['returncode']}), outsider {r['outsider_request']}, follower "
+            f"caught up {r['follower_caught_up_s']} s, new broker unfenced "
+            f"{r['new_broker_unfenced_s']} s, fences {r.get('fences')}, leader changed "
+            f"{r.get('leader_epoch_changed')}, heartbeat p99 {r.get('p99_ms')} ms "
+            f"({sum(h['count'] for h in hb.values())} heartbeats)",
+            file=sys.stderr,
+        )
+        out[mode] = r
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--brokers", type=int, default=20)
+    ap.add_argument("--flood", action="store_true", help="run the connection-flood phase")
+    ap.add_argument("--flood-only", action="store_true", help="only the connection-flood phase")
+    ap.add_argument("--flood-seconds", type=float, default=300.0)
+    ap.add_argument("--flood-connections", type=int, default=5000)
+    ap.add_argument(
+        "--flood-modes", default="plaintext,tls", help="plaintext, tls or both (comma-separated)"
+    )
     args = ap.parse_args()
     out: dict[str, object] = {
         "benchmark": "security",
@@ -120,9 +160,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         certs = Path(tmp) / "certs"
         generate(certs, [1], list(range(4, 4 + args.brokers)), admin=True)
-        out["token_verify"] = verify_figures(certs)
-        for mode in ("plain", "tokens", "tls+tokens"):
-            out[mode] = asyncio.run(heartbeats(mode, certs, Path(tmp), args.seconds, args.brokers))
+        if not args.flood_only:
+            out["token_verify"] = verify_figures(certs)
+            for mode in ("plain", "tokens", "tls+tokens"):
+                out[mode] = asyncio.run(
+                    heartbeats(mode, certs, Path(tmp), args.seconds, args.brokers)
+                )
+        if args.flood or args.flood_only:
+            modes = [m.strip() for m in args.flood_modes.split(",") if m.strip()]
+            out["flood"] = flood_figures(
+                Path(tmp), args.flood_seconds, args.flood_connections, modes
+            )
     print(json.dumps(out, indent=2))
     return 0
 
