@@ -222,6 +222,37 @@ async def _newcomers_evict_half_open(node) -> None:
         w.close()
 
 
+async def test_front_and_handed_over_connections_are_counted_from_accept_to_close(
+    tmp_path,
+) -> None:
+    """The heartbeat front's connections and those it hands to aiohttp count alike:
+    established after their first request, gone from the counts once closed."""
+    node = await start_single(tmp_path / "c")
+    try:
+        site = _site(node)
+        front = await _connect(node, "127.0.0.2")
+        body = msgpack.packb({"broker_id": 9, "broker_epoch": 1, "current_metadata_offset": 0})
+        front[1].write(
+            b"POST /v1/brokers/heartbeat HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/msgpack\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        )
+        head = await asyncio.wait_for(front[0].readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 ")  # answered by the front (no such broker)
+        handed = await _connect(node, "127.0.0.2")
+        assert (await _get(*handed)).startswith(b"HTTP/1.1 200")  # aiohttp's, after hand-over
+        silent = await _connect(node, "127.0.0.2")
+        await _until(lambda: site.quotas.open_count == 3)
+        assert node.heartbeat_fronts is not None and node.heartbeat_fronts.handed_over >= 1
+        established = sorted(c for c in site._tracked if site._established(c))
+        assert len(established) == 2 and len(site._tracked) == 3
+        for _, w in (front, handed, silent):
+            w.close()
+        await _until(lambda: site.quotas.open_count == 0 and not site._tracked)
+        assert site.quotas.connections_of("127.0.0.2") == 0
+    finally:
+        await node.stop(1.0)
+
+
 async def test_when_every_connection_completed_a_request_a_newcomer_is_refused(tmp_path) -> None:
     node = await start_single(tmp_path / "c", ["max.connections=5"])
     try:
