@@ -470,7 +470,7 @@ class DeployedSim:
 
     # ----------------------------------------------------------------- clients
 
-    async def request(self, src: int, nid: int, run: Any) -> Any:
+    async def request(self, src: int, nid: int, run: Any, timeout_s: float = 7.0) -> Any:
         """("ok", reply, offset) | ("err", code, leader hint) | ("down",)."""
 
         async def on_node(node: ControllerNode) -> Any:
@@ -481,7 +481,7 @@ class DeployedSim:
             return ("ok", reply, node.raft.delivered_offset - 1)
 
         try:
-            return await self.net.call(src, nid, on_node, 7.0)
+            return await self.net.call(src, nid, on_node, timeout_s)
         except ConnectionError:
             return ("down",)
 
@@ -545,7 +545,7 @@ class DeployedSim:
             service.note_heartbeat_contact(req.broker_id, req.broker_epoch)
             return await service.write(HEARTBEAT, heartbeat_command(req), priority=True)
 
-        out = await self.request(b.bid, b.target, run)
+        out = await self.request(b.bid, b.target, run, self.p.session_ms / 3000)
         if out[0] == "ok":
             b.metadata_offset = max(b.metadata_offset, out[2])
             if b.fenced and not out[1]["is_fenced"]:
