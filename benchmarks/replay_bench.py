@@ -2,7 +2,8 @@
 
 For each size (default 1M and 10M records) this generates a seeded log (cached
 under --work: generating is not what is measured), then times, `--repeat` times
-each (the JSON has every run and the median), the modes of --modes:
+each (the JSON has every run and the median), the modes of --modes (each run also reports the CPU seconds
+that other processes of the machine used meanwhile, from /proc/stat):
 
 - ``one_process``: ``python -m spark_replay.one_process`` in a child process:
   the same functions as the Spark tasks (records parts, summaries, the
@@ -140,6 +141,14 @@ class ProcSample:
                 self.peak_python_mb = max(self.peak_python_mb, _hwm_mb(pid))
 
 
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine has been busy (all cores, /proc/stat): less
+    a run's own CPU, what else ran during it."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = f[:8]
+    return (user + nice + system + irq + softirq + steal) / CLK
+
+
 def _reset_peak_rss() -> None:
     """Start this process's VmHWM afresh (Linux: clear_refs 5), so that a run's
     peak is its own, not the table hashing's before it."""
@@ -176,11 +185,12 @@ def bench_spark(
         for _ in range(repeat):
             load0 = load()
             _reset_peak_rss()
-            before, d0 = ProcSample(tree), _driver_cpu()
+            before, d0, m0 = ProcSample(tree), _driver_cpu(), _machine_busy_s()
             t = time.perf_counter()
             result = run_job(spark, data, out, report=False)
             elapsed = time.perf_counter() - t
-            after, d1 = ProcSample(tree), _driver_cpu()
+            after, d1, m1 = ProcSample(tree), _driver_cpu(), _machine_busy_s()
+            own = (after.jvm - before.jvm) + (after.python - before.python) + (d1 - d0)
             n = result["info"]["record_count"]
             m = n / 1e6
             runs.append(
@@ -199,6 +209,7 @@ def bench_spark(
                         "driver_python": round(_hwm_mb(os.getpid())),
                     },
                     "load_1min": [round(load0, 2), round(load(), 2)],
+                    "other_processes_cpu_s": round(max(0.0, (m1 - m0) - own), 1),
                 }
             )
             print(json.dumps({master: runs[-1]}), file=sys.stderr, flush=True)
@@ -213,6 +224,7 @@ def bench_one_process(data: Path, out: Path, repeat: int, records: int) -> dict[
         if out.exists():
             shutil.rmtree(out)
         load0 = load()
+        m0 = _machine_busy_s()
         t = time.perf_counter()
         proc = subprocess.Popen(
             [
@@ -228,6 +240,7 @@ def bench_one_process(data: Path, out: Path, repeat: int, records: int) -> dict[
         )
         _pid, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - t
+        other = (_machine_busy_s() - m0) - (usage.ru_utime + usage.ru_stime)
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             raise SystemExit(f"one_process exited with {proc.returncode}")
@@ -238,6 +251,7 @@ def bench_one_process(data: Path, out: Path, repeat: int, records: int) -> dict[
                 "cpu_s_per_million": round((usage.ru_utime + usage.ru_stime) / (records / 1e6), 2),
                 "peak_rss_mb": round(usage.ru_maxrss / 1024),
                 "load_1min": [round(load0, 2), round(load(), 2)],
+                "other_processes_cpu_s": round(max(0.0, other), 1),
             }
         )
         print(json.dumps({"one_process": runs[-1]}), file=sys.stderr, flush=True)
