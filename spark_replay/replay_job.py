@@ -160,15 +160,25 @@ def decode_and_prepare(
 
     kept: list[pa.RecordBatch] = []
     state_types = pa.array(STATE_TYPES)
+    cols = list(EVENT_SOURCE_COLUMNS)
 
     def keep(batch: pa.RecordBatch) -> None:
-        kept.append(batch.filter(pc.is_in(batch.column("type"), value_set=state_types)))
+        # The decoder groups a chunk's rows by kind (PartitionChangeRecords, NoOps,
+        # ...): most batches are kept or dropped whole, and the JSON text is never
+        # copied (filtering every column cost as much as summarizing the file).
+        mask = pc.is_in(batch.column("type"), value_set=state_types)
+        n = pc.sum(mask).as_py() or 0
+        if n == batch.num_rows:
+            kept.append(batch.select(cols))
+        elif n:
+            kept.append(batch.select(cols).filter(mask))
 
     stats = write_part(index, f, records_dir, on_batch=keep)
     plan = own_plan(index, stats, records_dir)
     if plan is None:
         return stats, None
-    rows = pa.Table.from_batches(kept, schema=ARROW_SCHEMA).select(list(EVENT_SOURCE_COLUMNS))
+    schema = pa.schema([ARROW_SCHEMA.field(c) for c in cols])
+    rows = pa.Table.from_batches(kept, schema=schema)
     return stats, (plan, _prepare_rows(plan, out, rows))
 
 
