@@ -4,7 +4,11 @@ The agents share one aiohttp session (one connection pool) and one metadata
 follower: a single Raft observer (node id = the first broker id) whose image
 every agent reads, as K real brokers would each hold the same committed image.
 A status line is printed every few seconds (agents per state, heartbeat p50/p99
-of the window, errors, metadata offset, ISR changes). An optional status
+of the window, errors, metadata offset, ISR changes, and the tasks that died with
+an exception nobody handled: the loop's exception handler counts and logs them).
+The agents' requests wait at send gates, in priority order, for the shared
+connections (send_gate.py); heartbeats go over pipelined connections
+(heartbeat_channel.py). An optional status
 listener (`--status-port`) serves `GET /status` (`?agents=0` without the
 per-agent list), `GET /heartbeats?since=N` (latency p50/p90/p99/max of the
 heartbeats answered after the first N, for benchmarks) and `GET /v1/metadata`
@@ -196,10 +200,10 @@ class Fleet:
         limit = max(1, spec.max_connections - heartbeat_limit)
         connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0)
         heartbeat_connector = aiohttp.TCPConnector(limit=heartbeat_limit, limit_per_host=0)
-        # requests wait at these, in priority order, rather than in the pools
         # Lean pipelined heartbeats, unless each agent presents its own credential.
         self.channel = None if spec.security else HeartbeatChannel(heartbeat_limit)
         depth = 1 if self.channel is None else PIPELINE_DEPTH
+        # requests wait at these, in priority order, rather than in the pools
         self.gates = {
             "heartbeat": SendGate(heartbeat_limit * depth),
             "register": SendGate(limit),
