@@ -558,3 +558,26 @@ def test_an_unexpected_error_of_the_agent_is_retried_with_backoff() -> None:
         lc.on_error(s.request_id, "UNEXPECTED_ERROR", now)
         delays.append(lc.next_wake_ms() - now)
     assert delays[0] < delays[4] and max(delays) <= 5000  # grows, bounded by backoff_max_ms
+
+
+def test_a_queued_request_times_out_from_when_it_is_sent() -> None:
+    # a fleet's request waits at its send gate first: the timeout starts at on_sent
+    lc = make(request_timeout_ms=1000, queue_timeout_ms=1000)
+    s = send_one(lc, 0)
+    assert lc.next_wake_ms() == 2000  # queue bound + request timeout
+    lc.on_sent(s.request_id, 1500)
+    assert lc.next_wake_ms() == 2500 and lc.waiting_for(s.request_id)
+    assert lc.tick(2499).sends == []
+    lc.tick(2500)  # sent and unanswered: the controller is skipped
+    assert not lc.waiting_for(s.request_id) and lc.selector.current == (s.controller + 1) % 3
+
+
+def test_a_request_that_never_left_the_queue_does_not_skip_the_controller() -> None:
+    lc = make(request_timeout_ms=1000, queue_timeout_ms=1000)
+    s = send_one(lc, 0)
+    lc.tick(2000)  # given up while still queued: says nothing about the controller
+    assert not lc.waiting_for(s.request_id) and lc.selector.current == s.controller
+    lc.on_sent(s.request_id, 2000)  # the shell then drops it instead of sending
+    assert not lc.waiting_for(s.request_id)
+    again = send_one(lc, lc.next_wake_ms())
+    assert again.kind == "register" and again.controller == s.controller
