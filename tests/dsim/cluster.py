@@ -755,9 +755,15 @@ def run_seed(seed: int, trace: bool = False) -> SeedResult:
         sim.raise_recorded()
     finally:
         logging.disable(logging.NOTSET)
-        for t in asyncio.all_tasks(sim.loop):
-            t.cancel()
-        sim.loop.run_until_complete(asyncio.sleep(0))
+        # Python 3.11's wait_for may swallow a cancellation: cancel again, bounded.
+        sim.loop.limit_s = float("inf")
+        for _ in range(5):
+            pending = asyncio.all_tasks(sim.loop)
+            if not pending:
+                break
+            for t in pending:
+                t.cancel()
+            sim.loop.run_until_complete(asyncio.wait(pending, timeout=1))
         sim.loop.close()
         asyncio.set_event_loop(None)
         shutil.rmtree(root, ignore_errors=True)
