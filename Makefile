@@ -78,10 +78,14 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The deterministic simulator: SIM_SEEDS seeds over min(2, CPUs) processes;
-# SIM_SEED=N replays one seed (SIM_TRACE=1 adds the event trace to a failure).
+# The deterministic simulators: SIM_SEEDS seeds of the Raft and controller models
+# (tests/sim) and DSIM_SEEDS of the deployed code (tests/dsim: the real node, Raft
+# driver, controller service and file log on a simulated loop, network and disk),
+# over min(2, CPUs) processes; SIM_SEED=N replays one seed (SIM_TRACE=1 adds the
+# event trace to a failure).
+DSIM_SEEDS ?= 500
 sim: install
-	SIM_SEEDS=$(SIM_SEEDS) $(BIN)/python -m pytest -q -p no:cacheprovider tests/sim
+	SIM_SEEDS=$(SIM_SEEDS) DSIM_SEEDS=$(DSIM_SEEDS) $(BIN)/python -m pytest -q -p no:cacheprovider tests/sim tests/dsim
 
 # Classic bugs planted one at a time (tests/mutants/catalog.py) against the
 # simulators, make test's seed budget each: a table of the share of seeds that
