@@ -275,3 +275,30 @@ def test_broker_history_shows_the_last_of_several_records_at_one_offset() -> Non
         ("FENCED", 5, 6),
         ("UNFENCED", 6, None),
     ]
+
+
+def test_election_causes_follow_the_rule_order_of_history_leader_elections() -> None:
+    import numpy as np
+
+    from spark_replay.segment_replay import CAUSES, NULL, election_causes
+
+    lst = pa.list_(pa.int32())
+    # unit 1: broker 1 fenced; unit 2: broker 3 unfenced; unit 3: a ConfigRecord
+    events = (np.array([1, 2, 3]), np.array([1, 3, NULL]), np.array([1, 3, 4]))
+    unit = np.array([1, 1, 2, 4, 3, 4, 4])
+    create = np.array([False, False, False, True, False, False, False])
+    old_leader = np.array([1, 2, -1, NULL, 2, 2, 2])
+    new_leader = np.array([2, 2, 3, 1, 3, 2, 3])
+    old_isr = pa.array([[1, 2], [2, 1], [], None, [2, 3], [2], [2, 3]], lst)
+    isr = pa.array([[2], [2], [3], [1], [2, 3], [2], [3]], lst)
+    cause, broker = election_causes(unit, create, old_leader, new_leader, old_isr, isr, events)
+    assert CAUSES.take(pa.array(cause)).to_pylist() == [
+        "FENCE",  # the old leader was fenced
+        "FENCE",  # a fenced broker left the ISR
+        "UNFENCE",  # the returning broker leads a leaderless partition
+        "CREATE",
+        "ADMIN",  # a ConfigRecord in its batch
+        "ALTER_PARTITION",  # the leader stays
+        "ADMIN",  # anything else
+    ]
+    assert [None if b == NULL else int(b) for b in broker] == [1, 1, 3, None, None, 2, None]
