@@ -66,6 +66,8 @@ _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 
 PartitionKey = tuple[str, int]  # (topic_id, partition_id)
+# Keys of a large change grouped per turn of the shell (~2 ms of work).
+KEYS_PER_TURN = 8192
 
 
 @dataclass(frozen=True)
@@ -88,15 +90,18 @@ class ControllerResult:
     records: tuple[MetadataRecord, ...]
     reply: Any = None
     # Records still to generate, after `records` (a large fence): the shell draws
-    # them in steps, with nothing else run against the controller meanwhile.
-    more: Iterator[MetadataRecord] | None = None
+    # them in steps, with nothing else run against the controller meanwhile. None
+    # items are turns of work without a record (the shell yields there too).
+    more: Iterator[MetadataRecord | None] | None = None
 
     def drained(self) -> ControllerResult:
         """This result with every record generated (`more` drawn to its end), for a
         caller that replays it at once."""
         if self.more is None:
             return self
-        return ControllerResult((*self.records, *self.more), self.reply)
+        return ControllerResult(
+            (*self.records, *(r for r in self.more if r is not None)), self.reply
+        )
 
 
 class ReplicationIndex:
@@ -300,15 +305,18 @@ class QuorumController:
     ) -> list[MetadataRecord]:
         """Kafka's generateLeaderAndIsrUpdates: take a broker out of ISRs and
         leaderships, or elect leaders now that a broker is coming back."""
-        return list(self._iter_partition_updates(keys, broker_to_remove, broker_to_add))
+        updates = self._iter_partition_updates(keys, broker_to_remove, broker_to_add)
+        return [r for r in updates if r is not None]
 
     def _iter_partition_updates(
         self,
         keys: Iterable[PartitionKey],
         broker_to_remove: int | None,
         broker_to_add: int | None = None,
-    ) -> Iterator[MetadataRecord]:
-        """_partition_updates one record at a time (the image must not change meanwhile)."""
+    ) -> Iterator[MetadataRecord | None]:
+        """_partition_updates one record at a time (the image must not change
+        meanwhile), and None after every KEYS_PER_TURN keys grouped: a turn of
+        work without a record (grouping two million keys is seconds)."""
         # Nothing replays while the updates are generated: whether a broker can lead,
         # and each topic's unclean setting, are computed once, not per partition (a
         # dict's bound get: no Python call per replica; None for an unknown broker).
@@ -320,12 +328,14 @@ class QuorumController:
         # In (topic id, partition id) order; grouped first, as sorting 100k
         # (str, int) pairs of one topic compares the same long string 1.7M times.
         by_topic: dict[str, list[int]] = {}
-        for topic_id, pid in keys:
+        for n, (topic_id, pid) in enumerate(keys, 1):
             pids = by_topic.get(topic_id)
             if pids is None:
                 by_topic[topic_id] = [pid]
             else:
                 pids.append(pid)
+            if n % KEYS_PER_TURN == 0:
+                yield None
         for topic_id in sorted(by_topic):
             topic = self.image.topics[topic_id]
             partitions = topic.partitions
@@ -344,10 +354,16 @@ class QuorumController:
                 if rec is not None:
                     yield rec
 
-    def _remove_broker_from_partitions(self, broker_id: int) -> list[MetadataRecord]:
+    def _keys_of(self, broker_id: int) -> Iterator[PartitionKey]:
+        """The partitions whose ISR holds or that are led by `broker_id`, each once
+        (lazily: a set union of two million keys stopped the loop)."""
         empty: set[PartitionKey] = set()
-        keys = self.index.in_isr.get(broker_id, empty) | self.index.led_by.get(broker_id, empty)
-        return self._partition_updates(keys, broker_to_remove=broker_id)
+        in_isr = self.index.in_isr.get(broker_id, empty)
+        yield from in_isr
+        yield from (k for k in self.index.led_by.get(broker_id, empty) if k not in in_isr)
+
+    def _remove_broker_from_partitions(self, broker_id: int) -> list[MetadataRecord]:
+        return self._partition_updates(self._keys_of(broker_id), broker_to_remove=broker_id)
 
     # ---------------------------------------------------------------- brokers
 
@@ -540,10 +556,9 @@ class QuorumController:
         if broker_id is None:
             return None
         b = self.image.brokers[broker_id]
-        empty: set[PartitionKey] = set()
-        keys = self.index.in_isr.get(broker_id, empty) | self.index.led_by.get(broker_id, empty)
 
-        def records() -> Iterator[MetadataRecord]:
+        def records() -> Iterator[MetadataRecord | None]:
+            keys = self._keys_of(broker_id)
             yield from self._iter_partition_updates(keys, broker_to_remove=broker_id)
             yield FenceBrokerRecord(broker_id, b.broker_epoch)
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
 from collections import deque
@@ -115,7 +114,7 @@ class _LargeWrite:
     reply: Any = None
     started: float = 0.0
     # records still to generate (ControllerResult.more); appended once exhausted
-    more: Iterator[MetadataRecord] | None = None
+    more: Iterator[MetadataRecord | None] | None = None
     last: int = -1  # the last offset, once all is appended
     size: int = 0  # bytes of `encoded`
     in_transaction: bool = False  # the BeginTransactionRecord is appended
@@ -387,14 +386,23 @@ class ControllerService:
         rest (a write that cannot be appended, this node no longer leading, fails
         NOT_CONTROLLER)."""
         assert w.more is not None
-        part = list(itertools.islice(w.more, REPLAY_CHUNK))
+        part: list[MetadataRecord] = []
+        exhausted = True
+        for r in w.more:
+            if r is None:  # a turn of work without a record: this step is over
+                exhausted = False
+                break
+            part.append(r)
+            if len(part) == REPLAY_CHUNK:
+                exhausted = False
+                break
         encoded = w.encoder.encode(part)
         w.records += part
         w.encoded += encoded
         w.size += sum(map(len, encoded))
         room = self.max_batch_bytes - HEADER_SIZE
         try:
-            if len(part) == REPLAY_CHUNK:
+            if not exhausted:
                 if w.size > 2 * room:
                     self._append_full_batches(w, room)
                 return
@@ -708,9 +716,10 @@ def _fence_one(c: QuorumController, now: int) -> ControllerResult | None:
     reply = {**result.reply, "records": len(result.records)}
     more = result.more
 
-    def counted() -> Iterator[MetadataRecord]:
+    def counted() -> Iterator[MetadataRecord | None]:
         for rec in more:
-            reply["records"] += 1
+            if rec is not None:
+                reply["records"] += 1
             yield rec
 
     return ControllerResult(result.records, reply, more=counted())

@@ -338,3 +338,20 @@ def test_the_index_counts_the_offline_partitions_as_the_image_does() -> None:
         h.apply(ControllerResult(tuple(fence_records(h, b, now))))
     offline = h.c.image.offline_partition_count()
     assert offline > 0 and len(h.c.index.leaderless) == offline
+
+
+def test_the_fence_yields_turns_while_it_groups_its_keys(monkeypatch) -> None:
+    """Grouping two million keys is seconds: the generator yields None (a turn without
+    a record) every KEYS_PER_TURN keys, before its first record."""
+    from kraft.controller import quorum_controller
+
+    monkeypatch.setattr(quorum_controller, "KEYS_PER_TURN", 8)
+    h = cluster(90)
+    for b in (2, 3, 4):
+        h.heartbeat(b, 500)
+    res = h.c.maybe_fence_stale_broker(1_500)
+    assert res is not None and res.more is not None
+    items = list(res.more)
+    first_record = next(i for i, r in enumerate(items) if r is not None)
+    keys = len(h.c.index.in_isr[1] | h.c.index.led_by.get(1, set()))
+    assert first_record == items.count(None) == keys // 8 > 3
