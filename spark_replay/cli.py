@@ -1,6 +1,9 @@
-"""`spark-replay --log-dir DIR --out OUT [--master local[*]] [--as-of-offset N | --as-of-time ISO]`.
+"""`spark-replay --log-dir DIR --out OUT [--format auto|kafka|kraft] [--master local[*]]
+[--as-of-offset N | --as-of-time ISO]`.
 
-The Spark batch job of DESIGN 1.6. Also runnable as
+The Spark batch job of DESIGN 1.6. DIR is this project's log or an Apache Kafka
+`metadata.log.dir` (or its `__cluster_metadata-0` folder), told apart by the
+batches' magic byte; a Kafka log is only ever opened for reading. Also runnable as
 ``spark-submit --master local[4] spark_replay/cli.py --log-dir DIR --out OUT``
 (without --master, the master comes from spark-submit; run it with the project's
 virtualenv active, or PYSPARK_PYTHON set to its python, so that the driver and
@@ -83,8 +86,12 @@ def run_job(
     as_of_offset: int | None = None,
     as_of_time_ms: int | None = None,
     report: bool = True,
+    fmt: str = "auto",
 ) -> dict[str, Any]:
     """The whole job on an existing SparkSession; returns timings and the summary.
+
+    `fmt` is the log's format: "auto" (by the first batch's magic byte), "kraft"
+    (this project's) or "kafka" (Apache Kafka's, read-only through metadata_log.kafka).
 
     All or nothing: the outputs of an earlier run in `out` are removed first, and
     if this run fails, whatever it wrote is removed too, so `out` never holds a
@@ -93,14 +100,47 @@ def run_job(
     out = Path(out)
     from spark_replay.datasource import list_log_files
 
-    files = list_log_files(log_dir)  # a clear error before Spark does anything
+    files = list_log_files(log_dir, fmt=fmt)  # a clear error before Spark does anything
+    source = log_source(log_dir, files[0].fmt)
     out.mkdir(parents=True, exist_ok=True)
     clear_outputs(out)
     try:
-        return _run(spark, files, out, as_of_offset, as_of_time_ms, report)
+        return _run(spark, files, out, as_of_offset, as_of_time_ms, report, source)
     except BaseException:
         clear_outputs(out)
         raise
+
+
+def log_source(log_dir: str | Path, fmt: str) -> dict[str, Any]:
+    """What summary.json and report.html say about the log read (DESIGN 1.6)."""
+    from metadata_log.kafka.reader import read_cluster_id
+    from metadata_log.replay import metadata_dir
+
+    return {
+        "source_format": fmt,
+        "log_dir": str(metadata_dir(log_dir).resolve()),
+        "cluster_id": read_cluster_id(log_dir),
+    }
+
+
+def metadata_version(records: Any) -> int | None:
+    """The metadata.version feature level at the end of the log (its last
+    FeatureLevelRecord for metadata.version, the snapshot's included), or None."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        records.filter(F.col("type") == "FeatureLevelRecord")
+        .select("source", "offset", "fields")
+        .collect()
+    )
+    # Segment records come after the snapshot's; within each, offset order.
+    rows.sort(key=lambda r: (r["source"] == "segment", r["offset"]))
+    level = None
+    for r in rows:
+        f = json.loads(r["fields"])
+        if f.get("name") == "metadata.version":
+            level = f.get("feature_level")
+    return level
 
 
 OUTPUTS = ("records", *TABLES, "state_as_of", "_work", "summary.json", "report.html")
@@ -128,6 +168,7 @@ def _run(
     as_of_offset: int | None,
     as_of_time_ms: int | None,
     report: bool,
+    source: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     from spark_replay import history as H
     from spark_replay.records import write_records_with
@@ -180,7 +221,7 @@ def _run(
         info=info,
         **{name: spark.read.parquet(str(out / name)) for name in TABLES},
     )
-    result: dict[str, Any] = {"info": info.to_dict(), "timings": timings}
+    result: dict[str, Any] = {"info": info.to_dict(), "timings": timings, **(source or {})}
 
     if offset is not None:
         t = time.perf_counter()
@@ -211,7 +252,11 @@ def _run(
         from spark_replay.report import plots, summarize, write_report
 
         t = time.perf_counter()
-        summary = summarize(records, written)
+        summary = {
+            **(source or {}),
+            "metadata_version": metadata_version(records),
+            **summarize(records, written),
+        }
         write_report(out, summary, plots(written, summary["at_end"]))
         result["summary"] = summary
         timings["report_s"] = time.perf_counter() - t
@@ -236,6 +281,13 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument(
         "--as-of-time", help="also write state_as_of/ at this time (ISO 8601, UTC if naive)"
     )
+    ap.add_argument(
+        "--format",
+        choices=("auto", "kafka", "kraft"),
+        default="auto",
+        help="the log's format: Apache Kafka's (record batch v2) or this project's; "
+        "auto (default) reads the first batch's magic byte",
+    )
     ap.add_argument("--no-report", action="store_true", help="skip summary.json and report.html")
     return ap
 
@@ -256,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"--log-dir {log_dir} does not exist")
         from spark_replay.datasource import list_log_files
 
-        list_log_files(log_dir)
+        list_log_files(log_dir, fmt=args.format)
     except (UserError, MetadataLogError) as e:
         print(f"spark-replay: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -276,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             as_of_offset=args.as_of_offset,
             as_of_time_ms=as_of_time,
             report=not args.no_report,
+            fmt=args.format,
         )
     except Exception as e:  # noqa: BLE001 — a Spark failure wraps our error
         msg = user_message(e)
@@ -288,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     info = result["info"]
     line = {
         "out": str(args.out),
+        "format": result.get("source_format"),
         "records": info["record_count"],
         "offsets": [info["first_offset"], info["last_offset"]],
         "seconds": {k: round(v, 2) for k, v in result["timings"].items()},

@@ -18,7 +18,10 @@ Options:
   stops at N. A pushed-down filter ``offset <= N`` / ``offset < N`` / ``offset = N``
   prunes the same way (when Spark's Python filter pushdown is on); the filter is
   still handed back to Spark, so pruning is only ever an optimisation;
-- ``snapshots``: ``true`` (default) or ``false`` to skip snapshot files.
+- ``snapshots``: ``true`` (default) or ``false`` to skip snapshot files;
+- ``format``: ``auto`` (default: by the first batch's magic byte), ``kraft`` (this
+  project's log) or ``kafka`` (an Apache Kafka ``__cluster_metadata`` log, decoded
+  by `metadata_log.kafka` into the same native records, opened read-only).
 """
 
 from __future__ import annotations
@@ -40,7 +43,15 @@ from pyspark.sql.types import StructType
 
 from metadata_log.errors import MetadataLogError
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files
-from spark_replay.decode import SOURCE_SEGMENT, SOURCE_SNAPSHOT, LogFile, read_file, spark_ddl
+from spark_replay.decode import (
+    FORMAT_KAFKA,
+    FORMAT_KRAFT,
+    SOURCE_SEGMENT,
+    SOURCE_SNAPSHOT,
+    LogFile,
+    read_file,
+    spark_ddl,
+)
 
 FORMAT = "kraft_metadata_log"
 
@@ -53,11 +64,32 @@ class LogFilePartition(InputPartition):
         self.file = file
 
 
+def resolve_format(log_dir: str | Path, fmt: str = "auto") -> str:
+    """The format of a log folder: `fmt` itself, or with "auto" the one its first
+    batch's magic byte names (1: this project's, 2: Apache Kafka's)."""
+    if fmt in (FORMAT_KRAFT, FORMAT_KAFKA):
+        return fmt
+    if fmt != "auto":
+        raise MetadataLogError(f"unknown log format {fmt!r} (auto, kafka or kraft)")
+    from metadata_log.kafka.reader import detect_format
+
+    found = detect_format(log_dir)
+    if found is None:
+        return FORMAT_KRAFT  # no batch at all: either reader reads it as empty
+    if found not in (FORMAT_KRAFT, FORMAT_KAFKA):
+        raise MetadataLogError(
+            f"{metadata_dir(log_dir)}: {found} in its first batch: neither this project's "
+            "log (magic 1) nor Kafka's (magic 2)"
+        )
+    return found
+
+
 def list_log_files(
-    log_dir: str | Path, upto_offset: int | None = None, snapshots: bool = True
+    log_dir: str | Path, upto_offset: int | None = None, snapshots: bool = True, fmt: str = "auto"
 ) -> list[LogFile]:
     """The files to read, segments in offset order then snapshots, pruned to upto_offset.
 
+    `fmt` is "auto" (by the magic byte, `resolve_format`), "kraft" or "kafka".
     Raises MetadataLogError when the directory holds no log at all.
     """
     directory = metadata_dir(log_dir)
@@ -65,6 +97,7 @@ def list_log_files(
     snaps = snapshot_files(directory) if snapshots else []
     if not segs and not snaps:
         raise MetadataLogError(f"{directory} holds no segment (.log) or snapshot (.checkpoint)")
+    fmt = resolve_format(directory, fmt)
     out: list[LogFile] = []
     for i, (base, path) in enumerate(segs):
         if upto_offset is not None and base > upto_offset:
@@ -78,6 +111,7 @@ def list_log_files(
                 next_base_offset=nxt,
                 last_segment=nxt is None,
                 upto_offset=upto_offset,
+                fmt=fmt,
             )
         )
     for end, _epoch, path in snaps:
@@ -89,6 +123,7 @@ def list_log_files(
                 source=SOURCE_SNAPSHOT,
                 base_offset=0,
                 snapshot_end_offset=end,
+                fmt=fmt,
             )
         )
     return out
@@ -103,6 +138,7 @@ class MetadataLogReader(DataSourceReader):
         upto = options.get("upto_offset")
         self.upto_offset: int | None = int(upto) if upto not in (None, "") else None
         self.snapshots = options.get("snapshots", "true").lower() != "false"
+        self.fmt = options.get("format", "auto")
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 (Spark's name)
         for f in filters:
@@ -123,7 +159,8 @@ class MetadataLogReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         return [
-            LogFilePartition(f) for f in list_log_files(self.path, self.upto_offset, self.snapshots)
+            LogFilePartition(f)
+            for f in list_log_files(self.path, self.upto_offset, self.snapshots, self.fmt)
         ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

@@ -41,6 +41,7 @@ is not offset order; every consumer orders by `offset` explicitly.
 
 from __future__ import annotations
 
+import base64
 import gc
 import itertools
 import json
@@ -73,6 +74,10 @@ from metadata_log.records import (
 
 SOURCE_SEGMENT = "segment"
 SOURCE_SNAPSHOT = "snapshot"
+# The on-disk format of a log's files: this project's (batch magic 1, msgpack
+# records) or Apache Kafka's (record batch v2, magic 2; metadata_log.kafka).
+FORMAT_KRAFT = "kraft"
+FORMAT_KAFKA = "kafka"
 
 # How many records go into one group of Arrow batches: large enough to amortise
 # pyarrow's per-call cost, small enough to keep a task's memory flat.
@@ -152,6 +157,7 @@ class LogFile:
     last_segment: bool = False  # only the last segment may end in a torn batch
     snapshot_end_offset: int | None = None
     upto_offset: int | None = None  # read only offsets <= this (pruning)
+    fmt: str = FORMAT_KRAFT  # FORMAT_KRAFT or FORMAT_KAFKA
 
 
 @dataclass
@@ -982,6 +988,12 @@ def read_file(
 
     With `stats`, also gathers the file's FileStats from the batches it yields.
     """
+    if f.fmt == FORMAT_KAFKA:
+        for batch in _kafka_batches(f, chunk_records):
+            if stats is not None:
+                stats.add(batch)
+            yield batch
+        return
     with open(f.path, "rb") as fh:
         data = fh.read()
     # Decoding creates millions of small tuples that live until their chunk is
@@ -1002,3 +1014,77 @@ def read_file(
 
 def file_stats(f: LogFile) -> FileStats:
     return FileStats(path=f.path, source=f.source, snapshot_end_offset=f.snapshot_end_offset)
+
+
+# ----------------------------------------------------------------------------- Kafka format
+# A Kafka-format file goes through metadata_log.kafka's reader, which maps every
+# record onto the native record it means; from there the rows are built exactly
+# as the per-record path builds them, so the same replay computes the same tables.
+
+
+def _kafka_json_default(v: Any) -> Any:
+    # Kafka's `bytes` fields (SCRAM salts, delegation token hmacs): base64, as dump-log.
+    if isinstance(v, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")
+
+
+_kafka_dumps = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, default=_kafka_json_default
+).encode
+
+
+def _kafka_batches(f: LogFile, chunk_records: int) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of a Kafka segment or .checkpoint (read-only), with the same
+    checks as the native path: contiguous offsets from the segment's base offset,
+    no gap before the next segment, a torn batch only at the end of the last one."""
+    from pathlib import Path
+
+    from metadata_log.kafka.reader import iter_native_batches
+    from metadata_log.kafka.records import UnmodelledKafkaRecord
+
+    snap = f.source == SOURCE_SNAPSHOT
+    upto = None if snap else f.upto_offset
+    expect: int | None = None if snap else f.base_offset
+    tail = (f.source, f.snapshot_end_offset)
+    out = _Rows()
+    stopped = False
+    batches = iter_native_batches(Path(f.path), allow_torn_tail=f.last_segment and not snap)
+    for h, natives in batches:
+        if upto is not None and h.base_offset > upto:
+            stopped = True
+            break
+        if expect is not None and h.base_offset != expect:
+            raise MetadataLogError(
+                f"{f.path}: gap in the log at file position {h.position}: batch at offset "
+                f"{h.base_offset}, expected offset {expect}"
+            )
+        next_offset = h.base_offset + h.last_offset_delta + 1
+        if expect is not None:
+            expect = next_offset
+        control, base, epoch = h.control, h.base_offset, h.leader_epoch
+        rows = out.rows
+        for offset, ts, rec in natives:
+            if upto is not None and offset > upto:
+                continue
+            if isinstance(rec, UnmodelledKafkaRecord):
+                text = _kafka_dumps(rec.fields)
+                rows[_KIND_OTHER].append((offset, base, epoch, ts, control, rec.name, text, *tail))
+            else:
+                tid = type(rec).TYPE
+                kind = _KIND_OTHER if control else _KIND.get(tid, _KIND_OTHER)
+                cols = _EXTRACT[kind](tid, rec) if kind else ()
+                row = (offset, base, epoch, ts, control, type(rec).__name__)
+                rows[kind].append((*row, _dumps(record_fields(rec)), *tail, *cols))
+            out.n += 1
+        if out.n >= chunk_records:
+            yield from out.batches()
+            out = _Rows()
+    batches.close()  # unmaps the file now, also when pruning stopped early
+    yield from out.batches()
+    gap = f.next_base_offset is not None and expect != f.next_base_offset
+    if gap and not snap and not stopped:
+        raise MetadataLogError(
+            f"gap in the log: {f.path} ends at offset {expect} but the next "
+            f"segment starts at offset {f.next_base_offset}"
+        )

@@ -1,7 +1,8 @@
 """The spark-replay job in one Python process, without Spark: the baseline of
 ``benchmarks/replay_bench.py`` and a cross-check of the Spark job.
 
-``python -m spark_replay.one_process --log-dir DIR --out OUT`` writes the same
+``python -m spark_replay.one_process --log-dir DIR --out OUT [--format auto|kafka|kraft]``
+(this project's log or Apache Kafka's, as for spark-replay) writes the same
 `records` table and the four history tables as ``spark-replay`` (Parquet, through
 pyarrow), for complete logs (segments from offset 0, no starting snapshot).
 
@@ -27,7 +28,7 @@ class OneProcessError(ValueError):
     """The log is not one this replay handles (it starts from a snapshot)."""
 
 
-def write_tables(log_dir: str | Path, out: str | Path) -> int:
+def write_tables(log_dir: str | Path, out: str | Path, fmt: str = "auto") -> int:
     """log -> OUT/records and the four history tables; returns the record count.
 
     OUT's table directories must not exist yet.
@@ -38,7 +39,7 @@ def write_tables(log_dir: str | Path, out: str | Path) -> int:
     from spark_replay.replay_job import WORK, build_history, decode_and_prepare, serial_mapper
 
     out = Path(out)
-    files = list_log_files(log_dir)
+    files = list_log_files(log_dir, fmt=fmt)
     if any(f.source != "segment" for f in files) or (files and files[0].base_offset != 0):
         raise OneProcessError(
             f"{log_dir}: the one-process replay reads complete logs only "
@@ -69,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--log-dir", required=True, help="data dir or __cluster_metadata-0 dir")
     ap.add_argument("--out", required=True, help="output dir (must not hold the tables yet)")
+    ap.add_argument(
+        "--format",
+        choices=("auto", "kafka", "kraft"),
+        default="auto",
+        help="Apache Kafka's log or this project's (auto: by the batches' magic byte)",
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     existing = [n for n in ("records", *TABLE_COLUMNS) if (out / n).exists()]
@@ -76,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"one_process: {out} already holds {', '.join(existing)}", file=sys.stderr)
         return 2
     try:
-        n = write_tables(args.log_dir, out)
+        n = write_tables(args.log_dir, out, args.format)
     except (MetadataLogError, OneProcessError, OSError) as e:
         print(f"one_process: {e}", file=sys.stderr)
         return 2

@@ -556,6 +556,20 @@ def _window_text(w: dict[str, Any] | None) -> str:
     )
 
 
+def source_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """Which log the report shows: an Apache Kafka cluster's or this project's."""
+    fmt = summary.get("source_format")
+    if fmt is None:
+        return []
+    what = "Apache Kafka __cluster_metadata log" if fmt == "kafka" else "kraft-py metadata log"
+    facts = [("Log", f"{what}: {summary.get('log_dir')}")]
+    if summary.get("cluster_id"):
+        facts.append(("Cluster id", str(summary["cluster_id"])))
+    if summary.get("metadata_version") is not None:
+        facts.append(("metadata.version", f"feature level {summary['metadata_version']}"))
+    return facts
+
+
 def key_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """The first lines of the report: what a post-mortem reader asks first."""
     log, b, e, o, end = (
@@ -565,8 +579,8 @@ def key_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
         summary["offline"],
         summary["at_end"],
     )
-    facts = [
-        ("Records", f"{log['record_count']:,}"),
+    facts = [*source_facts(summary), ("Records", f"{log['record_count']:,}")]
+    facts += [
         ("Offsets", f"{log['first_offset']} .. {log['last_offset']}"),
         (
             "Time (UTC)",
@@ -612,6 +626,13 @@ def key_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return facts
 
 
+def _title_suffix(summary: dict[str, Any]) -> str:
+    if summary.get("source_format") != "kafka":
+        return ""
+    cid = summary.get("cluster_id")
+    return f" of Apache Kafka cluster {cid}" if cid else " of an Apache Kafka cluster"
+
+
 def write_report(out_dir: Path, summary: dict[str, Any], images: dict[str, str]) -> None:
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     titles = {
@@ -635,7 +656,7 @@ def write_report(out_dir: Path, summary: dict[str, Any], images: dict[str, str])
 th{{text-align:left;padding-right:2em;vertical-align:top}}img{{max-width:100%}}
 pre{{background:#f4f4f4;padding:1em}}</style>
 </head><body>
-<h1>Cluster metadata history</h1>
+<h1>Cluster metadata history{html.escape(_title_suffix(summary))}</h1>
 <table>{rows}</table>
 {figs}
 <h2>summary.json</h2>
