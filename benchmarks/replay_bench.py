@@ -25,10 +25,15 @@ JVM, the largest Python worker and the driver.
 Tables are compared across modes by a hash of their rows sorted by each table's
 key (`tables_hash`), at every size. Prints one JSON document; `uptime`'s load at
 the start and end of each run goes with it (figures depend on what else runs).
+With ``--formats kraft,kafka`` each size is also rewritten in Apache Kafka's
+format (`metadata_log.kafka.writer`, batch for batch at the same offsets; cached
+too) and every mode runs on both: keys ``MODE`` (native) and ``MODE_kafka``, the
+ratio ``kafka_vs_kraft_MODE`` (the issue 23 goal: at most 1.3), and the tables of
+both formats in the same hash comparison (they must be equal).
 Usage::
 
     python benchmarks/replay_bench.py [--records 1000000 --records 10000000] [--repeat 3]
-        [--modes one_process,local2,local1,cluster]
+        [--modes one_process,local2,local1,cluster] [--formats kraft,kafka]
 """
 
 from __future__ import annotations
@@ -75,6 +80,22 @@ def ensure_log(work: Path, records: int, seed: int) -> tuple[Path, dict[str, Any
     meta["generate_s"] = round(time.perf_counter() - t, 2)
     meta_file.write_text(json.dumps(meta))
     return data, meta
+
+
+def ensure_kafka_log(native: Path) -> Path:
+    """The native log rewritten in Kafka's format (cached beside it)."""
+    from metadata_log.kafka.writer import write_kafka_log
+
+    data = native.with_name(native.name + "-kafka")
+    done = data / "written.json"
+    if done.exists():
+        return data
+    if data.exists():
+        shutil.rmtree(data)
+    t = time.perf_counter()
+    n = write_kafka_log(native, data)
+    done.write_text(json.dumps({"records": n, "write_s": round(time.perf_counter() - t, 2)}))
+    return data
 
 
 def load() -> float:
@@ -302,7 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cluster-workers", type=int, default=2)
     ap.add_argument("--work", default="/tmp/kraft-replay-bench", help="cache of generated logs")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
+    ap.add_argument("--formats", default="kraft", help="of kraft,kafka: the log's format(s)")
     args = ap.parse_args(argv)
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    if not formats or set(formats) - {"kraft", "kafka"}:
+        ap.error(f"--formats {args.formats!r}: a list of kraft, kafka")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = set(modes) - {"one_process", "local2", "local1", "cluster"}
     if unknown:
@@ -322,16 +347,31 @@ def main(argv: list[str] | None = None) -> int:
             ),
         }
         hashes = {}
-        for mode in modes:
-            out = work / f"out-{size}-{mode}"
-            if mode == "one_process":
-                run[mode] = bench_one_process(data, out, args.repeat, n)
-            elif mode == "cluster":
-                run[mode] = bench_cluster(args.cluster_workers, data, out, args.repeat)
-            else:
-                run[mode] = bench_spark(f"local[{mode[-1]}]", data, out, args.repeat)
-            hashes[mode] = tables_hash(out)
-            shutil.rmtree(out, ignore_errors=True)
+        for fmt in formats:
+            src = data if fmt == "kraft" else ensure_kafka_log(data)
+            if fmt == "kafka":
+                run["kafka_log_bytes"] = sum(
+                    f.stat().st_size for f in (src / "__cluster_metadata-0").glob("*.log")
+                )
+            for mode in modes:
+                key = mode if fmt == "kraft" else f"{mode}_kafka"
+                out = work / f"out-{size}-{key}"
+                if mode == "one_process":
+                    run[key] = bench_one_process(src, out, args.repeat, n)
+                elif mode == "cluster":
+                    run[key] = bench_cluster(args.cluster_workers, src, out, args.repeat)
+                else:
+                    run[key] = bench_spark(f"local[{mode[-1]}]", src, out, args.repeat)
+                hashes[key] = tables_hash(out)
+                shutil.rmtree(out, ignore_errors=True)
+        if {"kraft", "kafka"} <= set(formats):
+            for mode in modes:
+                run[f"kafka_vs_kraft_{mode}"] = round(
+                    run[f"{mode}_kafka"]["median"]["seconds"] / run[mode]["median"]["seconds"], 2
+                )
+        if "kraft" not in formats:
+            for mode in modes:
+                run[mode] = run.pop(f"{mode}_kafka")
         secs = {m: run[m]["median"]["seconds"] for m in modes}
         if "local2" in secs:
             run["spark_local2_records_per_s"] = run["local2"]["median"]["records_per_s"]
@@ -355,7 +395,9 @@ def main(argv: list[str] | None = None) -> int:
                     "speedup_local2_vs_one_process_at_10M": 1.5,
                     "local2_records_per_s_at_1M_warm": 200_000,
                     "scaling_local1_to_local2_at_10M": 1.7,
+                    "kafka_vs_kraft_max": 1.3,
                 },
+                "formats": formats,
                 "runs": runs,
             },
             indent=2,
