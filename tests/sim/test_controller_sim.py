@@ -48,7 +48,7 @@ def test_controller_simulation(seeds: range, pool) -> None:
     SUITE.run(seeds, pool)
 
 
-@pytest.mark.skipif(REPLAY is not None, reason="replaying one seed")
+@pytest.mark.skipif(REPLAY is not None, reason="replaying one seed")  # allow-listed: SIM_SEED
 def test_every_scenario_was_exercised(pool) -> None:
     if SUITE.runs < 4 * CHUNK:  # run on its own: draw the default seeds here
         SUITE.run(range(FIRST, FIRST + 4 * CHUNK), pool)

@@ -43,7 +43,7 @@ def test_simulation(seeds: range, pool) -> None:
     SUITE.run(seeds, pool)
 
 
-@pytest.mark.skipif(REPLAY is not None, reason="replaying one seed")
+@pytest.mark.skipif(REPLAY is not None, reason="replaying one seed")  # allow-listed: SIM_SEED
 def test_every_fault_kind_was_exercised(pool) -> None:
     if SUITE.runs < CHUNK:  # run on its own: draw a chunk here
         SUITE.run(range(FIRST, FIRST + CHUNK), pool)

@@ -121,9 +121,9 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-@pytest.mark.skipif(not KRAFT_SCRIPT.exists(), reason="the kraft console script is not installed")
 def test_console_script_prints_every_record_of_the_story_log(demo_dir: Path) -> None:
     """Every record of the FileLog the demo wrote, in DESIGN 1.2's shape, then the snapshot's."""
+    assert KRAFT_SCRIPT.exists(), f"{KRAFT_SCRIPT} is missing: run `make install`"
     batches = cluster_story()
     res = run(str(demo_dir), "--json", script=True)
     assert res.returncode == 0, res.stderr
@@ -162,10 +162,10 @@ def test_console_script_prints_every_record_of_the_story_log(demo_dir: Path) -> 
     ]
 
 
-@pytest.mark.skipif(not KRAFT_SCRIPT.exists(), reason="the kraft console script is not installed")
 def test_console_script_corrupt_segment_names_file_and_batch_offset(
     demo_dir: Path, tmp_path: Path
 ) -> None:
+    assert KRAFT_SCRIPT.exists(), f"{KRAFT_SCRIPT} is missing: run `make install`"
     seg = demo_dir / METADATA_DIR_NAME / "00000000000000000000.log"
     data = seg.read_bytes()
     batches = decode_batches(data)

@@ -29,7 +29,7 @@ def test_runs():
     pass
 
 def test_needs_a_tool():
-    pytest.skip("needs a tool that is not installed")
+    pytest.skip("needs a tool that is not installed")  # allow-listed: the guard's own test input
 """,
     )
     assert r.ret == pytest.ExitCode.TESTS_FAILED
@@ -51,7 +51,7 @@ def test_runs():
     pass
 
 def test_by_design():
-    pytest.skip({ALLOWED!r})
+    pytest.skip({ALLOWED!r})  # allow-listed: the guard's own test input
 """,
     )
     assert r.ret == pytest.ExitCode.OK, r.stdout.str()
@@ -63,7 +63,7 @@ def test_a_module_level_skip_fails_the_run_too(pytester) -> None:
         """
 import pytest
 
-pytest.skip("Spark tests need Java", allow_module_level=True)
+pytest.skip("Spark tests need Java", allow_module_level=True)  # allow-listed: the guard's own test input
 
 def test_never_runs():
     pass
