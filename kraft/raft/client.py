@@ -52,7 +52,6 @@ import concurrent.futures
 import contextlib
 import logging
 import random
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -349,8 +348,11 @@ class RaftClient:
             and len(core.voters) > 1
         ):
             self._push((_RESIGN,))
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline and not self._task.done():
+            # the loop's clock, as asyncio's own timeouts: monotonic on a real loop,
+            # virtual in the simulator (a fake `clock` may never move while we sleep)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
+            while loop.time() < deadline and not self._task.done():
                 s = core.state
                 if isinstance(s, Resigned) and not s.unacked:
                     break

@@ -335,9 +335,12 @@ class ControllerService:
             if standby:
                 # A standby's image holds only committed records; while a large
                 # transaction's end is applied in slices it is half of a change.
-                give_up = time.monotonic() + self.request_timeout_ms / 1000
+                # the loop's clock, as asyncio.wait_for's bounds below: monotonic on a
+                # real loop, virtual in the simulator (a fake `clock` may not move)
+                loop = asyncio.get_running_loop()
+                give_up = loop.time() + self.request_timeout_ms / 1000
                 while self.controller.image.applying:
-                    if time.monotonic() > give_up:
+                    if loop.time() > give_up:
                         raise self.timed_out("a standby read")
                     await asyncio.sleep(0.005)
                 return self.controller.image
