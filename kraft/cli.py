@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kraft.tools import admin
 
     admin.register(sub)
+    from kraft.tools import reassign
+
+    reassign.register(sub)
     from kraft import cluster
 
     cluster.register(sub)
@@ -79,6 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kraft.tools.admin import run as run_admin
 
         return run_admin(args)
+    if args.command == "reassign-partitions":
+        from kraft.tools.reassign import run as run_reassign
+
+        return run_reassign(args)
     if args.command == "controller":
         from kraft.server.node import run_controller
 

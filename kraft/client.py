@@ -175,6 +175,15 @@ class AdminClient:
             "POST", "/v1/elections", {"topic": topic, "partition": partition, "type": kind}
         )
 
+    async def alter_partition_reassignments(self, partitions: list[dict[str, Any]]) -> Any:
+        """KIP-455: each `{topic, partition, replicas}`; `replicas` None cancels."""
+        return await self.call(
+            "POST", "/v1/partitions/reassignments", {"version": 1, "partitions": partitions}
+        )
+
+    async def list_partition_reassignments(self) -> Any:
+        return await self.call("GET", "/v1/partitions/reassignments")
+
     async def quorum(self, leader: bool = True) -> Any:
         return await self.call("GET", "/v1/quorum", any_node=not leader)
 

@@ -138,6 +138,10 @@ def register(sub: Any) -> None:
         p.set_defaults(timeout=60.0)
 
 
+def _ids(ids: list[int] | None) -> str:
+    return ",".join(map(str, ids or []))
+
+
 def _print_topic(t: dict[str, Any]) -> None:
     parts = t.get("partitions", [])
     rf = len(parts[0]["replicas"]) if parts else 0
@@ -148,6 +152,15 @@ def _print_topic(t: dict[str, Any]) -> None:
     )
     for p in parts:
         extra = "\tLeaderRecoveryState: RECOVERING" if p.get("leader_recovery_state") == 1 else ""
+        if "elr" in p:
+            # KIP-966: the eligible leader replicas, as Kafka 4's describe prints them
+            extra += f"\tElr: {_ids(p.get('elr'))}\tLastKnownElr: {_ids(p.get('last_known_elr'))}"
+        if p.get("adding_replicas") or p.get("removing_replicas"):
+            # KIP-455, as Kafka's describe prints an ongoing reassignment
+            extra += (
+                f"\tAdding Replicas: {_ids(p.get('adding_replicas'))}"
+                f"\tRemoving Replicas: {_ids(p.get('removing_replicas'))}"
+            )
         print(
             f"\tTopic: {t['name']}\tPartition: {p['partition_id']}\tLeader: {p['leader'] if p['leader'] >= 0 else 'none'}\t"
             f"Replicas: {','.join(map(str, p['replicas']))}\tIsr: {','.join(map(str, p['isr']))}\t"
