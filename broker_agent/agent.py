@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import aiohttp
 import msgpack
 
+from broker_agent import clean_shutdown
 from broker_agent.follower import wait_event
 from broker_agent.heartbeat_channel import HeartbeatChannel, decode_body
 from broker_agent.isr import AlterSend, IsrConfig, IsrManager
@@ -149,6 +150,9 @@ class AgentSettings:
     host: str = "127.0.0.1"
     listener_port: int = 9092
     isr: IsrConfig = IsrConfig()  # AlterPartition: its request_timeout_ms is request.timeout.ms
+    # Where the KIP-966 clean shutdown file lives (`{id}`: the broker id); None:
+    # none is kept, and every registration says the last shutdown was unclean.
+    data_dir: str | None = None
 
 
 MSGPACK_HEADERS = {"Content-Type": MSGPACK, "Accept": MSGPACK}
@@ -531,6 +535,7 @@ class BrokerAgent:
                 if self.exit_code is not None:
                     break
                 await wait_event(self._wake, min(delay, 5.0))
+            self._persist_clean_shutdown(lc)
         finally:
             for t in list(self._tasks):
                 t.cancel()
@@ -554,8 +559,30 @@ class BrokerAgent:
         self._wake.clear()
         return max(0.0, (wake - self.clock()) / 1000)
 
+    def _data_dir(self) -> str | None:
+        d = self.settings.data_dir
+        return None if d is None else d.replace("{id}", str(self.broker_id))
+
+    def _persist_clean_shutdown(self, lc: BrokerLifecycle) -> None:
+        """KIP-966: after a granted controlled shutdown, keep the broker epoch so the
+        next start registers with it (a crash leaves no file: -1)."""
+        directory = self._data_dir()
+        if directory is None or not lc.clean_shutdown or lc.broker_epoch < 0:
+            return
+        clean_shutdown.write(directory, lc.broker_epoch)
+        log.info(
+            "clean shutdown recorded",
+            extra={
+                "event": "clean_shutdown",
+                "broker_id": self.broker_id,
+                "broker_epoch": lc.broker_epoch,
+            },
+        )
+
     def _start_lifecycle(self, cluster_id: str) -> None:
         s = self.settings
+        directory = self._data_dir()
+        previous = clean_shutdown.NO_EPOCH if directory is None else clean_shutdown.take(directory)
         config = LifecycleConfig(
             broker_id=self.broker_id,
             cluster_id=cluster_id,
@@ -582,6 +609,7 @@ class BrokerAgent:
                     "max_supported_version": LATEST_METADATA_VERSION,
                 },
             ),
+            previous_broker_epoch=previous,
         )
         self.lifecycle = BrokerLifecycle(config, len(self.controllers), self.rng, self.clock())
 

@@ -81,6 +81,14 @@ def _common(p: argparse.ArgumentParser) -> None:
         "127.0.0.1:PORT (off by default)",
     )
     p.add_argument("--listener-port", type=_int, default=9092, help="advertised PLAINTEXT port")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        metavar="DIR",
+        help="keeps the KIP-966 clean shutdown file (the broker epoch of a clean "
+        "shutdown, sent as previous_broker_epoch at the next registration); `{id}` "
+        "is the broker id (a fleet needs it). Without it every restart counts as unclean",
+    )
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
@@ -168,6 +176,7 @@ def spec_from_args(args: argparse.Namespace, fleet: bool) -> FleetSpec:
         controlled_shutdown_timeout_ms=config["controlled.shutdown.timeout.ms"],
         rack=config.get("broker.rack"),
         listener_port=args.listener_port,
+        data_dir=_data_dir(args.data_dir, fleet),
         isr=IsrConfig(
             expansion_enabled=config["broker.isr.expansion.enable"],
             lag_probability=lag,
@@ -193,6 +202,12 @@ def spec_from_args(args: argparse.Namespace, fleet: bool) -> FleetSpec:
         status_port=args.status_port,
         security=security,
     )
+
+
+def _data_dir(value: str | None, fleet: bool) -> str | None:
+    if value is not None and fleet and "{id}" not in value:
+        raise ConfigError("--data-dir of a fleet must contain {id} (one directory per broker)")
+    return value
 
 
 def _security(config: Any, first_id: int, count: int) -> dict[int, ClientSecurity]:

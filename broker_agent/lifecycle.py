@@ -71,6 +71,9 @@ class LifecycleConfig:
     listeners: tuple[dict[str, Any], ...] = ()
     rack: str | None = None
     features: tuple[dict[str, Any], ...] = ()
+    # KIP-966: the broker epoch this broker had when it last shut down cleanly
+    # (read from its clean shutdown file), -1 after an unclean shutdown or none.
+    previous_broker_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +163,12 @@ class BrokerLifecycle:
         self._hint_hops = 0  # hints followed at once since the last answer
         self.errors = 0
         self.fatal: str | None = None
+        # Sent with every registration (KIP-966 PreviousBrokerEpoch). After this
+        # process registered once, a re-registration (a stale epoch) carries the
+        # epoch it had: nothing was lost, so the controller keeps it in the ELRs.
+        self.previous_broker_epoch = config.previous_broker_epoch
+        # Set when the shutdown was clean: the shell then persists broker_epoch.
+        self.clean_shutdown = False
 
     # ---------------------------------------------------------------- helpers
 
@@ -191,6 +200,7 @@ class BrokerLifecycle:
                 "listeners": list(self.config.listeners),
                 "rack": self.config.rack,
                 "features": list(self.config.features),
+                "previous_broker_epoch": self.previous_broker_epoch,
             }
             kind = "register"
         else:
@@ -274,6 +284,7 @@ class BrokerLifecycle:
         if not self.registered or self.is_fenced:
             # nothing leads here yet: no controlled shutdown needed
             self._change(out, BrokerState.SHUTTING_DOWN, "shutdown before being unfenced")
+            self.clean_shutdown = self.registered
             out.exit_code = 0
             return out
         self._change(out, BrokerState.PENDING_CONTROLLED_SHUTDOWN, "shutdown requested")
@@ -301,6 +312,7 @@ class BrokerLifecycle:
         self._hint_hops = 0
         if kind == "register":
             self.broker_epoch = int(reply["broker_epoch"])
+            self.previous_broker_epoch = self.broker_epoch
             self.is_fenced = True
             self._next_send_ms = now_ms  # first heartbeat at once
             return out
@@ -309,6 +321,7 @@ class BrokerLifecycle:
         caught_up = bool(reply.get("is_caught_up", False))
         if reply.get("should_shut_down"):
             self._change(out, BrokerState.SHUTTING_DOWN, "controller granted shutdown")
+            self.clean_shutdown = True
             out.exit_code = 0
             return out
         if self.state is BrokerState.STARTING and caught_up:

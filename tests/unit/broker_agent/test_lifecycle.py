@@ -581,3 +581,37 @@ def test_a_request_that_never_left_the_queue_does_not_skip_the_controller() -> N
     assert not lc.waiting_for(s.request_id)
     again = send_one(lc, lc.next_wake_ms())
     assert again.kind == "register" and again.controller == s.controller
+
+
+# KIP-966: the registration carries the broker epoch of the last clean shutdown
+
+
+def test_a_first_registration_carries_the_epoch_of_the_last_clean_shutdown() -> None:
+    lc = make(previous_broker_epoch=42)
+    s = send_one(lc, 0)
+    assert s.kind == "register" and s.body["previous_broker_epoch"] == 42
+
+
+def test_a_broker_without_a_clean_shutdown_registers_with_minus_one() -> None:
+    s = send_one(make(), 0)
+    assert s.body["previous_broker_epoch"] == -1
+
+
+def test_a_reregistration_of_the_same_process_carries_its_own_epoch() -> None:
+    lc = running()
+    epoch = lc.broker_epoch
+    s = send_one(lc, lc.next_wake_ms())
+    lc.on_error(s.request_id, "STALE_BROKER_EPOCH", 10_000)
+    s = send_one(lc, lc.next_wake_ms())
+    assert s.kind == "register" and s.body["previous_broker_epoch"] == epoch
+
+
+def test_only_a_granted_controlled_shutdown_is_clean() -> None:
+    lc = running(controlled_shutdown_timeout_ms=3000)
+    out = lc.begin_shutdown(50_000)
+    lc.on_response(out.sends[0].request_id, heartbeat_reply(shut=True, fenced=True), 50_000)
+    assert lc.clean_shutdown and lc.state is S.SHUTTING_DOWN
+    lc = running(controlled_shutdown_timeout_ms=3000)
+    lc.begin_shutdown(50_000)
+    out = lc.tick(53_001)
+    assert out.exit_code is not None and not lc.clean_shutdown
