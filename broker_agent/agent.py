@@ -299,6 +299,8 @@ class BrokerAgent:
             "errors": self.errors,
             "isr_expansions": self.isr.expansions,
             "isr_shrinks": self.isr.shrinks,
+            # led partitions whose high watermark is held by the strict min ISR rule
+            "under_min_isr": self.isr.under_min_isr,
             "leads": len(self.metadata.led_by(self.broker_id)),
         }
 

@@ -14,6 +14,18 @@ all taken from its own metadata image:
   from the seeded rng; it stays out for a random lag window, then rejoins by
   expansion. So the log holds ISR changes that fencing did not cause.
 
+Replication itself is simulated, as KIP-966's rules need it:
+
+- a replica being added by a reassignment (KIP-455, in `adding_replicas`) must copy
+  the log first: it is caught up only `catch_up_ms` after the leader first saw it
+  in the replica set, then the leader adds it to the ISR like any other (and the
+  controller completes the reassignment);
+- each led partition has a log end offset that grows by one record per check (a
+  steady writer) and a high watermark that follows it only while the ISR has at
+  least `min.insync.replicas` members (the topic's config, else the broker's
+  default): Kafka's strict min ISR rule, which is what makes every ELR member a
+  safe, clean leader. `under_min_isr` counts the partitions held back.
+
 One request per partition at a time, a bounded number in flight; after an answer
 the partition waits until the image shows the new partition epoch (bounded by a
 timeout), after an error it backs off with jitter. Takes `now_ms`; no I/O, no clock.
@@ -45,6 +57,7 @@ class IsrConfig:
     retry_backoff_ms: int = 500
     retry_backoff_max_ms: int = 5000
     pending_timeout_ms: int = 10_000
+    min_insync_replicas: int = 1  # the cluster default; a topic's config wins
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lag_probability <= 1.0:
@@ -83,6 +96,10 @@ class IsrManager:
         self._failures: dict[PartitionKey, int] = {}
         self._alive_since: dict[tuple[int, int], int] = {}  # (broker, epoch) -> since
         self._lagging_until: dict[tuple[PartitionKey, int], int] = {}
+        # (partition, adding replica) -> when the leader first saw it in the replicas
+        self._adding_since: dict[tuple[PartitionKey, int], int] = {}
+        # simulated log of each led partition: key -> [log end offset, high watermark]
+        self.logs: dict[PartitionKey, list[int]] = {}
         self._next_check_ms: int | None = None
         self.expansions = 0
         self.shrinks = 0
@@ -97,11 +114,50 @@ class IsrManager:
             return None
         return self._alive_since.setdefault((broker_id, b.broker_epoch), now_ms)
 
-    def _caught_up(self, image: MetadataImage, key: PartitionKey, r: int, now_ms: int) -> bool:
+    def _caught_up(
+        self, image: MetadataImage, key: PartitionKey, p: PartitionRegistration, r: int, now_ms: int
+    ) -> bool:
         since = self._alive(image, r, now_ms)
         if since is None or now_ms - since < self.config.catch_up_ms:
             return False
+        if r in p.adding_replicas:
+            # a new replica copies the whole log before it can join the ISR
+            added = self._adding_since.setdefault((key, r), now_ms)
+            if now_ms - added < self.config.catch_up_ms:
+                return False
         return now_ms >= self._lagging_until.get((key, r), 0)
+
+    def _min_isr(self, image: MetadataImage, topic_name: str) -> int:
+        value = image.topic_configs(topic_name).get("min.insync.replicas")
+        try:
+            return max(1, int(value)) if value is not None else self.config.min_insync_replicas
+        except ValueError:
+            return self.config.min_insync_replicas
+
+    def _replicate(self, image: MetadataImage, led: Iterable[PartitionKey]) -> None:
+        """One check's worth of simulated writes: every led partition's log grows by
+        one record; its high watermark follows only with at least min ISR members."""
+        min_isr: dict[str, int] = {}
+        logs: dict[PartitionKey, list[int]] = {}
+        for key in led:
+            topic = image.topics.get(key[0])
+            p = None if topic is None else topic.partitions.get(key[1])
+            if p is None or p.leader != self.broker_id or topic is None:
+                continue
+            log = self.logs.get(key) or [0, 0]
+            log[0] += 1
+            need = min_isr.get(topic.name)
+            if need is None:
+                need = min_isr[topic.name] = self._min_isr(image, topic.name)
+            if len(p.isr) >= need:
+                log[1] = log[0]
+            logs[key] = log
+        self.logs = logs  # partitions no longer led are forgotten
+
+    @property
+    def under_min_isr(self) -> int:
+        """Led partitions whose high watermark is held back (strict min ISR)."""
+        return sum(1 for leo, hw in self.logs.values() if hw < leo)
 
     def _body(
         self,
@@ -164,6 +220,8 @@ class IsrManager:
             check = True
             self._next_check_ms = now_ms + self.config.check_interval_ms
         cfg = self.config
+        if check:
+            self._replicate(image, led)
         sends: list[AlterSend] = []
         for key in sorted(led):
             if len(self._in_flight) >= cfg.max_in_flight:
@@ -196,7 +254,7 @@ class IsrManager:
                         break
             if reason is None and cfg.expansion_enabled:
                 for r in p.replicas:
-                    if r not in new_isr and self._caught_up(image, key, r, now_ms):
+                    if r not in new_isr and self._caught_up(image, key, p, r, now_ms):
                         new_isr.append(r)
                         reason = "expand"
             if reason is None:
@@ -219,6 +277,8 @@ class IsrManager:
     def _forget_old(self, now_ms: int) -> None:
         if len(self._lagging_until) > 10_000:
             self._lagging_until = {k: t for k, t in self._lagging_until.items() if t > now_ms}
+        if len(self._adding_since) > 10_000:
+            self._adding_since.clear()
         if len(self._alive_since) > 100_000:
             self._alive_since.clear()
         if len(self._failures) > 10_000:

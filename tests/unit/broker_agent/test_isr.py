@@ -200,3 +200,42 @@ def test_stale_partition_epoch_waits_for_the_image() -> None:
     assert set(c.errors) == {"INVALID_UPDATE_VERSION"}
     # with the same stale image it does not retry, even after the backoff
     assert mgr2.poll(stale, index.leads(1), c.epochs[1], True, 11_000) == []
+
+
+def _change(c: Cluster, topic_id: str, pid: int, **fields) -> None:  # noqa: ANN003
+    from kraft.controller.quorum_controller import ControllerResult
+    from metadata_log.records import PartitionChangeRecord
+
+    c.h.apply(ControllerResult((PartitionChangeRecord(topic_id, pid, **fields),)))
+
+
+def test_a_replica_added_by_a_reassignment_joins_the_isr_only_after_copying_the_log() -> None:
+    c = Cluster()
+    _change(c, c.topic_id, 0, replicas=(1, 2, 3, 4), adding_replicas=(4,))
+    mgr = manager(catch_up_ms=1000)
+    assert c.step(mgr, 5_000) == []  # broker 4 seen alive from now
+    # alive long enough to be a caught-up follower, but it only starts copying now
+    assert c.step(mgr, 6_000) == []
+    assert c.step(mgr, 6_900) == []
+    sends = c.step(mgr, 7_000)
+    assert [s.reason for s in sends] == ["expand"]
+    assert 4 in c.h.partition("t", 0).isr and c.errors == []
+
+
+def test_strict_min_isr_holds_the_high_watermark_below_min_insync_replicas() -> None:
+    c = Cluster()
+    m = c.h.create_topic("m", [[1, 2, 3]], 0, **{"min.insync.replicas": "2"})
+    mgr = manager(check_interval_ms=1000, expansion_enabled=False)
+    for t in (0, 1000):
+        c.step(mgr, t)
+    assert mgr.logs[(m, 0)] == [2, 2] and mgr.under_min_isr == 0
+    _change(c, m, 0, isr=(1,))  # the followers fell out: one member, min ISR 2
+    _change(c, c.topic_id, 0, isr=(1,))  # topic t keeps the default min ISR 1
+    for t in (2000, 3000):
+        c.step(mgr, t)
+    assert mgr.logs[(m, 0)] == [4, 2]  # written, not committed
+    assert mgr.logs[(c.topic_id, 0)] == [4, 4]
+    assert mgr.under_min_isr == 1
+    _change(c, m, 0, isr=(1, 2))
+    c.step(mgr, 4000)
+    assert mgr.logs[(m, 0)] == [5, 5] and mgr.under_min_isr == 0
