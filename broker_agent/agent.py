@@ -242,7 +242,7 @@ class BrokerAgent:
     ) -> None:
         self.broker_id = broker_id
         # TLS and this broker's own credential (issue 8): the controllers bind it to broker_id.
-        self._headers = {**MSGPACK_HEADERS, **security.headers}
+        self._headers = security.headers_with(MSGPACK_HEADERS)  # current across reloads
         self._ssl = security.ssl
         self.controllers = [c.rstrip("/") for c in controllers]
         if not self.controllers:

@@ -28,6 +28,7 @@ from kraft.config import BROKER_KEYS, SECURITY_KEYS, ConfigError, load_config
 from kraft.logs import setup_logging
 from kraft.raft.config import RaftConfig
 from kraft.security.client import ClientSecurity, client_security, from_config
+from kraft.security.reload import Reloader
 
 log = logging.getLogger("broker_agent")
 
@@ -232,6 +233,7 @@ def _security(config: Any, first_id: int, count: int) -> dict[int, ClientSecurit
                 p["ssl.truststore.location"],
                 p["ssl.keystore.location"],
                 p["authentication.token.file"],
+                config.get("security.reload.interval.ms"),
             )
         else:
             shared = shared or from_config(config)
@@ -243,10 +245,19 @@ async def _serve(fleet: Fleet) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, fleet.shutdown)
+    # Certificates and tokens rotate without a restart (issue 25): SIGHUP, or a change
+    # of the files seen by the poll.
+    secs = list(fleet.spec.security.values())
+    reloader = Reloader(
+        secs, min((s.reload_interval_ms for s in secs), default=0), who="broker-agent"
+    )
+    loop.add_signal_handler(signal.SIGHUP, reloader.reload)
+    reloader.start()
     try:
         return await fleet.run()
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        await reloader.stop()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
 
 

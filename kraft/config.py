@@ -247,6 +247,14 @@ KEYS: dict[str, ConfigKey] = {
             "this process's own token (one line principal:secret) sent to controllers",
         ),
         ConfigKey(
+            "security.reload.interval.ms",
+            "int",
+            10_000,
+            "how often the keystore, truststore, credentials and token files are checked "
+            "for changes and reloaded without a restart (0: only on SIGHUP)",
+            at_least(0),
+        ),
+        ConfigKey(
             "max.connections",
             "int",
             1000,
@@ -493,6 +501,7 @@ CONTROLLER_KEYS = (
     "super.users",
     "authentication.credentials.file",
     "ssl.client.auth",
+    "security.reload.interval.ms",
     "max.connections",
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",
@@ -517,4 +526,5 @@ BROKER_KEYS = (
     "broker.simulated.lag.probability",
     "controller.quorum.fetch.max.wait.ms",
     *SECURITY_KEYS,
+    "security.reload.interval.ms",
 )

@@ -67,7 +67,8 @@ class HttpTransport:
         self._max_per_host = max_connections_per_peer
         self._session: aiohttp.ClientSession | None = None
         self._ssl = security.ssl
-        self._headers = {"Content-Type": MSGPACK, "Accept": MSGPACK, **security.headers}
+        # the token part stays current across credential reloads (kraft.security.reload)
+        self._headers = security.headers_with({"Content-Type": MSGPACK, "Accept": MSGPACK})
 
     def _sess(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:

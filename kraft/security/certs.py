@@ -2,7 +2,8 @@
 
     kraft certs --out DIR --controllers 1,2,3 --brokers 4,5,6 [--admin]
 
-writes into DIR:
+writes into DIR (and `--renew NAME|all [--new-token]`, `--revoke NAME`,
+`--rotate-ca start|finish` rotate what is in it; see the rotation notes below):
 
 - `ca.pem` (the truststore) and `ca-key.pem` (keep it private);
 - per principal (`controller-N`, `broker-N`, `admin`): `NAME.pem`, the keystore (its
@@ -30,11 +31,17 @@ from kraft.security.credentials import hash_secret, new_secret
 
 
 def _write(path: Path, data: bytes, private: bool) -> None:
-    if path.exists():
-        path.unlink()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if private else 0o644)
+    """Whole or not at all: a running node that reloads the file (kraft.security.reload)
+    never reads it half-written. The temp file is made with its final mode."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if tmp.exists():
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if private else 0o644)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def _name(common_name: str) -> Any:
@@ -59,8 +66,10 @@ def make_ca(days: int) -> tuple[Any, Any]:
     from cryptography.hazmat.primitives.asymmetric import ec
 
     key = ec.generate_private_key(ec.SECP256R1())
-    name = _name("kraft-py local CA")
     now = _now()
+    # Each CA has a name of its own: during a CA rotation the truststore holds the
+    # old and the new CA, and OpenSSL finds an issuer by its name.
+    name = _name(f"kraft-py local CA {now:%Y%m%d%H%M%S.%f}")
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -70,6 +79,7 @@ def make_ca(days: int) -> tuple[Any, Any]:
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -114,6 +124,10 @@ def make_node_cert(
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(
             x509.ExtendedKeyUsage(
@@ -192,6 +206,160 @@ def generate(
     return written
 
 
+# ---- rotation (issue 25): new certificates and tokens for running nodes, and a new CA
+#
+# Running nodes re-read their files on SIGHUP or within security.reload.interval.ms
+# (kraft.security.reload). A CA is rotated in three steps, so no connection ever
+# meets a certificate its peer does not trust:
+#   1. --rotate-ca start: a new CA (ca-next.pem, ca-next-key.pem) and the trust bundle
+#      ca.pem = old CA + new CA; every node reloads and trusts both.
+#   2. --renew all: every certificate is re-issued by the new CA (the newest CA signs
+#      while a rotation is under way); each node reloads its own.
+#   3. --rotate-ca finish: refused while a certificate is still the old CA's; then
+#      ca.pem = the new CA only and ca-key.pem = its key; every node reloads.
+
+CA_NEXT = "ca-next.pem"
+CA_NEXT_KEY = "ca-next-key.pem"
+CREDENTIALS = "credentials.properties"
+
+
+class CertsError(ValueError):
+    """A certs directory that cannot be rotated as asked, naming the file."""
+
+
+def _read_certs(path: Path) -> list[Any]:
+    from cryptography import x509
+
+    try:
+        return x509.load_pem_x509_certificates(path.read_bytes())
+    except (OSError, ValueError) as e:
+        raise CertsError(f"{path}: cannot read PEM certificates: {e}") from None
+
+
+def _read_key(path: Path) -> Any:
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        return serialization.load_pem_private_key(path.read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as e:
+        raise CertsError(f"{path}: cannot read a PEM private key: {e}") from None
+
+
+def _same_key(a: Any, b: Any) -> bool:
+    from cryptography.hazmat.primitives import serialization
+
+    fmt = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return bool(a.public_bytes(*fmt) == b.public_bytes(*fmt))
+
+
+def signing_ca(out: Path) -> tuple[Any, Any]:
+    """The CA that issues certificates now: the next CA while a rotation is under way."""
+    cert_file, key_file = (out / CA_NEXT, out / CA_NEXT_KEY)
+    if not key_file.exists():
+        cert_file, key_file = (out / "ca.pem", out / "ca-key.pem")
+    key = _read_key(key_file)
+    for cert in _read_certs(cert_file):
+        if _same_key(cert.public_key(), key.public_key()):
+            return cert, key
+    raise CertsError(f"{cert_file}: no certificate matches the key in {key_file}")
+
+
+def principals_in(out: Path) -> list[str]:
+    """The principals `kraft certs` wrote into `out` (each has NAME.pem and NAME.properties)."""
+    return sorted(
+        p.stem
+        for p in out.glob("*.properties")
+        if p.name != CREDENTIALS and (out / f"{p.stem}.pem").exists()
+    )
+
+
+def _hosts_of(cert: Any) -> list[str]:
+    from cryptography import x509
+
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    return [str(v) for v in san.get_values_for_type(x509.IPAddress)] + list(
+        san.get_values_for_type(x509.DNSName)
+    )
+
+
+def _set_credential(out: Path, principal: str, hashed: str | None) -> None:
+    """Replace (or add, or with None remove) one principal's line of credentials.properties."""
+    path = out / CREDENTIALS
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise CertsError(f"cannot read {path}: {e}") from None
+    kept = [ln for ln in lines if ln.partition("=")[0].strip() != principal]
+    if hashed is not None:
+        kept.append(f"{principal}={hashed}")
+    _write(path, ("\n".join(kept) + "\n").encode(), private=False)
+
+
+def renew(out: Path, names: list[str], new_token: bool = False, days: int = 365) -> list[str]:
+    """A new key and certificate for each principal (`all`: every one in `out`), signed
+    by the current CA with the same CN and SANs; with `new_token`, a new token too
+    (its hash replaces the old one in credentials.properties). Returns the names."""
+    out = out.resolve()
+    known = principals_in(out)
+    names = known if names == ["all"] else names
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise CertsError(f"{out}: no certificate for {unknown} (known: {known})")
+    ca_cert, ca_key = signing_ca(out)
+    for name in names:
+        old = _read_certs(out / f"{name}.pem")[0]
+        cert, key = make_node_cert(ca_cert, ca_key, name, _hosts_of(old) or ["localhost"], days)
+        _write(out / f"{name}.pem", _pem(cert) + _key_pem(key), private=True)
+        if new_token:
+            secret = new_secret()
+            _set_credential(out, name, hash_secret(secret))
+            _write(out / f"{name}.token", f"{name}:{secret}\n".encode(), private=True)
+    return names
+
+
+def revoke(out: Path, name: str) -> None:
+    """Remove a principal's token hash: controllers refuse its token once they reload."""
+    _set_credential(out.resolve(), name, None)
+
+
+def rotate_ca_start(out: Path, days: int = 365) -> None:
+    out = out.resolve()
+    if (out / CA_NEXT_KEY).exists():
+        raise CertsError(f"{out / CA_NEXT_KEY} exists: a CA rotation is already under way")
+    old = _read_certs(out / "ca.pem")
+    cert, key = make_ca(days)
+    _write(out / CA_NEXT_KEY, _key_pem(key), private=True)
+    _write(out / CA_NEXT, _pem(cert), private=False)
+    _write(out / "ca.pem", b"".join(_pem(c) for c in old) + _pem(cert), private=False)
+
+
+def rotate_ca_finish(out: Path) -> None:
+    out = out.resolve()
+    if not (out / CA_NEXT_KEY).exists():
+        raise CertsError(f"no {out / CA_NEXT_KEY}: no CA rotation is under way (--rotate-ca start)")
+    from cryptography.exceptions import InvalidSignature
+
+    ca_cert, ca_key = signing_ca(out)
+    stale = []
+    for name in principals_in(out):
+        cert = _read_certs(out / f"{name}.pem")[0]
+        try:
+            cert.verify_directly_issued_by(ca_cert)
+        except (InvalidSignature, ValueError, TypeError):
+            stale.append(name)
+    if stale:
+        raise CertsError(
+            f"still issued by the old CA: {stale}; run --renew all (and let the nodes reload) first"
+        )
+    _write(out / "ca.pem", _pem(ca_cert), private=False)
+    _write(out / "ca-key.pem", _key_pem(ca_key), private=True)
+    (out / CA_NEXT).unlink()
+    (out / CA_NEXT_KEY).unlink()
+
+
 def _ids(text: str) -> list[int]:
     try:
         ids = [int(x) for x in text.split(",") if x.strip()]
@@ -226,11 +394,70 @@ def register(sub: Any) -> None:
         "a client certificate or a token)",
     )
     p.add_argument("--days", type=int, default=365)
+    rot = p.add_argument_group(
+        "rotation (running nodes reload on SIGHUP or within security.reload.interval.ms)"
+    )
+    rot.add_argument(
+        "--renew",
+        action="append",
+        metavar="NAME",
+        help="a new key and certificate for NAME (repeatable; `all`: every principal) from "
+        "the same CA (the new one while --rotate-ca is under way)",
+    )
+    rot.add_argument(
+        "--new-token",
+        action="store_true",
+        help="with --renew: also a new token (its hash replaces the old in credentials.properties)",
+    )
+    rot.add_argument(
+        "--revoke", metavar="NAME", help="remove NAME's token hash from credentials.properties"
+    )
+    rot.add_argument(
+        "--rotate-ca",
+        choices=("start", "finish"),
+        help="start: a new CA, trusted beside the old one (ca.pem holds both); finish: "
+        "once every certificate is renewed, the new CA alone",
+    )
+
+
+def _run_rotation(args: argparse.Namespace) -> int:
+    import sys
+
+    out = Path(args.out)
+    try:
+        if args.rotate_ca == "start":
+            rotate_ca_start(out, args.days)
+            print(
+                f"new CA {out.resolve() / CA_NEXT}; {out.resolve() / 'ca.pem'} trusts old and new"
+            )
+        if args.renew:
+            for name in renew(out, args.renew, args.new_token, args.days):
+                print(f"  renewed {name}: {out.resolve() / f'{name}.pem'}"
+                      + (" and its token" if args.new_token else ""))  # fmt: skip
+        if args.revoke:
+            revoke(out, args.revoke)
+            print(f"revoked {args.revoke}'s token in {out.resolve() / CREDENTIALS}")
+        if args.rotate_ca == "finish":
+            rotate_ca_finish(out)
+            print(f"{out.resolve() / 'ca.pem'} now holds only the new CA")
+    except (CertsError, OSError) as e:
+        print(f"kraft certs: error: {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    if args.renew or args.revoke or args.rotate_ca:
+        if args.controllers or args.brokers or args.admin:
+            print("kraft certs: --renew/--revoke/--rotate-ca work on an existing --out "
+                  "directory: give no --controllers/--brokers/--admin", file=sys.stderr)  # fmt: skip
+            return 2
+        if args.new_token and not args.renew:
+            print("kraft certs: --new-token goes with --renew", file=sys.stderr)
+            return 2
+        return _run_rotation(args)
     overlap = set(args.controllers) & set(args.brokers)
     if overlap:
         print(

@@ -7,6 +7,11 @@ no header, a verified client certificate names the principal (its CN). Neither:
 401 UNAUTHORIZED. Authorization then happens in the routes, where the body's ids
 are known: 403 UNAUTHORIZED with the reason (kraft.security.authz). With the
 authorizer off (the default) nothing here runs: every request is served as before.
+
+The material is reloadable (kraft.security.reload, issue 25): `ServerSecurity`
+re-reads its files and swaps the listener's TLS context, the token verifier and
+its own client credential; the authenticator reads the verifier at each request,
+so a revoked token is refused from the reload on, even on an open connection.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from kraft.controller.errors import ApiError
 from kraft.security.authz import Authorizer, parse_super_users
 from kraft.security.client import NONE, ClientSecurity, from_config
 from kraft.security.credentials import CredentialsError, TokenVerifier, load_credentials
+from kraft.security.reload import ReloadableContext
 from kraft.security.tls import TlsConfigError, principal_from_peercert, server_context
 
 log = logging.getLogger("kraft.security")
@@ -43,6 +49,7 @@ class ServerSecurity:
     authorizer: Authorizer | None = None  # None: no authentication, no authorization
     verifier: TokenVerifier | None = None
     client: ClientSecurity = NONE  # for this node's own calls (Raft peers, bootstrap)
+    config: Config | None = None  # where the files are named (for reloads)
 
     @property
     def scheme(self) -> str:
@@ -57,6 +64,7 @@ class ServerSecurity:
         client_auth = config.get("ssl.client.auth", "none")
         try:
             ctx = server_context(keystore, truststore, client_auth) if keystore else None
+            ctx = ReloadableContext(ctx) if ctx is not None else None
         except TlsConfigError as e:
             raise ConfigError(str(e)) from None
         if ctx is None and client_auth != "none":
@@ -80,7 +88,31 @@ class ServerSecurity:
                     "tokens are accepted over plaintext HTTP: set ssl.keystore.location",
                     extra={"event": "plaintext_credentials"},
                 )
-        return cls(ctx, authorizer, verifier, from_config(config))
+        return cls(ctx, authorizer, verifier, from_config(config), config)
+
+    @property
+    def reload_interval_ms(self) -> int:
+        return self.client.reload_interval_ms
+
+    # ---- kraft.security.reload.Reloadable
+    def files(self) -> tuple[str, ...]:
+        c = self.config
+        if c is None:
+            return ()
+        keys = ("ssl.keystore.location", "ssl.truststore.location")
+        keys += ("authentication.credentials.file",) if self.authorizer is not None else ()
+        keys += ("authentication.token.file",)
+        return tuple(dict.fromkeys(c.get(k) for k in keys if c.get(k)))
+
+    def load(self) -> ServerSecurity:
+        return ServerSecurity.from_config(self.config)
+
+    def apply(self, new: ServerSecurity) -> None:
+        if isinstance(self.ssl_context, ReloadableContext) and new.ssl_context is not None:
+            self.ssl_context.swap(new.ssl_context)
+        if self.authorizer is not None:
+            self.verifier = new.verifier  # a new cache: revoked tokens are forgotten
+        self.client.apply(new.client)
 
 
 SECURITY = web.AppKey("kraft.security", ServerSecurity)
@@ -117,11 +149,11 @@ class Authenticator:
     the middleware and by the heartbeat front (kraft.server.heartbeat_front)."""
 
     def __init__(self, sec: ServerSecurity) -> None:
-        self._verifier = sec.verifier
+        self._sec = sec
         self._peers = _PeerPrincipals()
 
     def principal(self, authorization: str | None, transport: Any) -> str:
-        verifier = self._verifier
+        verifier = self._sec.verifier  # read each time: a reload replaces it
         if authorization is not None:
             principal = verifier.verify(authorization) if verifier is not None else None
             if principal is None:

@@ -557,6 +557,12 @@ class ControllerNode:
         self._runner: web.AppRunner | None = None
         self.heartbeat_fronts: HeartbeatFronts | None = None
         self._stopped = asyncio.Event()
+        # Certificates, credentials and tokens rotate without a restart (issue 25).
+        from kraft.security.reload import Reloader
+
+        self.security_reloader = Reloader(
+            [self.security], self.security.reload_interval_ms, who=f"controller-{s.node_id}"
+        )
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -626,6 +632,7 @@ class ControllerNode:
             await self._runner.cleanup()
             raise OSError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
         self.service.start()
+        self.security_reloader.start()
         self.metrics.watch_gc()
         await self.raft.start(process_start_ms())
         log.info(
@@ -647,6 +654,7 @@ class ControllerNode:
             return
         self._stopped.set()
         self.metrics.unwatch_gc()
+        await self.security_reloader.stop()
         if self._replay_task is not None:
             self._replay_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -1004,6 +1012,8 @@ async def serve(settings: NodeSettings) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # SIGHUP: re-read the keystore, truststore, credentials and token files (issue 25)
+    loop.add_signal_handler(signal.SIGHUP, node.security_reloader.reload)
     try:
         await node.start()
     except BaseException:
