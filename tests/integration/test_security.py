@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from kraft.cluster import ClusterSpec, LocalCluster, http_json, wait_for
 from kraft.security.certs import generate
 from kraft.security.client import client_security
+from kraft.security.reload import Reloader
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -104,3 +106,106 @@ def test_secure_cluster_end_to_end(tmp_path: Path) -> None:
     # only the two refusals above (the admin CLI as broker 4, the forged heartbeat):
     # no request between the cluster's own nodes was refused
     assert refused == 2, refused
+
+
+def _sighup(cluster: LocalCluster, ids: list[int]) -> None:
+    """SIGHUP to the processes this test started (kraft.security.reload)."""
+    import os
+    import signal
+
+    for nid in ids:
+        pid = cluster.nodes[nid].pid
+        assert pid is not None and cluster.nodes[nid].alive()
+        os.kill(pid, signal.SIGHUP)
+
+
+def _reloaded(cluster: LocalCluster, nid: int) -> int:
+    return cluster.nodes[nid].log_path.read_text().count('"event": "security_reloaded"')
+
+
+def test_ca_and_every_certificate_rotated_under_load_with_no_broker_fenced(
+    tmp_path: Path,
+) -> None:
+    """Issue 25 item 2, the README recipe on 3 controllers and 2 brokers heartbeating
+    every 200 ms: a new CA trusted beside the old, every certificate and token renewed,
+    the old CA dropped, each step reloaded by SIGHUP (controllers and brokers) without
+    a restart; no broker is fenced, the leader stays, new connections need the new CA,
+    and a replaced or revoked token is refused after the reload."""
+    certs = tmp_path / "certs"
+    generate(certs, [1, 2, 3], [4, 5, 6], admin=True)
+    spec = ClusterSpec(
+        controllers=3,
+        brokers=2,
+        data_dir=tmp_path / "cluster",
+        certs_dir=certs,
+        controller_overrides={"broker.session.timeout.ms": "3000"},
+        broker_overrides={
+            "broker.session.timeout.ms": "3000",
+            "broker.heartbeat.interval.ms": "200",
+        },
+    )
+    old_ca = client_security(str(certs / "ca.pem"), None, str(certs / "admin.token"))
+    old_b4_token = str(tmp_path / "broker-4.old.token")
+    Path(old_b4_token).write_text((certs / "broker-4.token").read_text())
+    cluster = LocalCluster(spec)
+    everyone = [1, 2, 3, 4, 5]
+    try:
+        cluster.start_all()
+        leader = cluster.wait_leader(30)
+
+        def unfenced() -> bool:
+            view = cluster.brokers_view()
+            return len(view) == 2 and not any(b["fenced"] for b in view.values())
+
+        wait_for(unfenced, 30, "both brokers registered and unfenced")
+        steps = [
+            lambda: _cli("certs", "--out", str(certs), "--rotate-ca", "start"),
+            lambda: _cli("certs", "--out", str(certs), "--renew", "all", "--new-token"),
+            lambda: _cli("certs", "--out", str(certs), "--rotate-ca", "finish"),
+        ]
+        for n, step in enumerate(steps, 1):
+            done = step()
+            assert done.returncode == 0, done.stderr
+            _sighup(cluster, everyone)
+            wait_for(
+                lambda n=n: all(_reloaded(cluster, i) >= n for i in everyone),
+                15,
+                f"step {n} reloaded by every node",
+            )
+            # this test's own admin client reloads too (new CA, new admin token)
+            assert Reloader([cluster.security], 0, who="test").reload() == 0
+            time.sleep(1.0)  # five heartbeat intervals on the new material
+            assert unfenced(), cluster.brokers_view()
+        # the same leader throughout: Raft between the controllers never broke
+        assert cluster.wait_leader()["leader_epoch"] == leader["leader_epoch"]
+        lead_url = cluster.nodes[cluster.wait_leader()["node_id"]].url
+        # a new connection that trusts only the old CA is refused; the new CA works
+        with pytest.raises(OSError):
+            http_json("GET", f"{lead_url}/v1/quorum", timeout=3, security=old_ca)
+        admin = client_security(str(certs / "ca.pem"), None, str(certs / "admin.token"))
+        status, _ = http_json("GET", f"{lead_url}/v1/quorum", None, 5, admin)
+        assert status == 200
+        # broker 4's replaced token is refused (401); so is broker 6's once revoked
+        stale = client_security(str(certs / "ca.pem"), None, old_b4_token)
+        status, out = http_json("GET", f"{lead_url}/v1/quorum", None, 5, stale)
+        assert status == 401 and out["error_code"] == "UNAUTHORIZED", out
+        b6 = client_security(str(certs / "ca.pem"), None, str(certs / "broker-6.token"))
+        assert http_json("GET", f"{lead_url}/v1/quorum", None, 5, b6)[0] == 200
+        done = _cli("certs", "--out", str(certs), "--revoke", "broker-6")
+        assert done.returncode == 0, done.stderr
+        _sighup(cluster, [1, 2, 3])
+        wait_for(
+            lambda: all(_reloaded(cluster, i) >= 4 for i in (1, 2, 3)), 15, "revocation reloaded"
+        )
+        status, out = http_json("GET", f"{lead_url}/v1/quorum", None, 5, b6)
+        assert status == 401 and out["error_code"] == "UNAUTHORIZED", out
+        assert unfenced()
+    finally:
+        codes = cluster.stop_all()
+    assert all(c == 0 for c in codes.values()), codes
+    for node, log in cluster.iter_logs():
+        text = log.read_text()
+        assert "Traceback" not in text, f"{node.name} logged a traceback"
+        assert '"event": "security_reload_failed"' not in text, node.name
+        if node.role == "controller":
+            assert '"event": "broker_fenced"' not in text, f"{node.name} fenced a broker"
