@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -363,6 +364,8 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "broker.session.timeout.ms": str(session_ms),
             "broker.heartbeat.interval.ms": str(opts.interval_ms),
             "controller.event.queue.size": "100000",
+            # every record of the run stays in the log: the fences are counted from it
+            "metadata.max.retention.bytes": "-1",
             # the load's keep-alive connections plus the registrations' and the probes'
             "max.connections": str(opts.connections + 400),
         },
@@ -406,7 +409,7 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         brokers.lag.clear()
         brokers.error_codes.clear()
         errors0 = brokers.errors
-        fences0 = await metric(control, url, FENCES_TOTAL)
+        window_from = await committed_offset(control, cluster)
         commit0 = await commit_latency(control, url)
         gc0 = await histogram(control, url, GC_PAUSE)
         cpu0 = {i: cluster.cpu_seconds(i) for i in cluster.procs}
@@ -420,7 +423,8 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         gc1 = await histogram(control, url, GC_PAUSE)
         window = [lat for t, lat in brokers.lat if t >= t_start]
         fenced = await metric(control, url, FENCED_COUNT)
-        fences = await metric(control, url, FENCES_TOTAL) - fences0
+        window_to = await committed_offset(control, cluster)
+        in_window = fences_in_log(cluster, window_from, window_to)
         out["heartbeats"] = {
             "brokers": n,
             "interval_ms": opts.interval_ms,
@@ -432,8 +436,11 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "generator_lag_p99_ms": round(pct([x * 1000 for x in brokers.lag], 0.99), 2),
             "errors": brokers.errors - errors0,
             "error_codes": dict(brokers.error_codes),
-            # every fence in the window is spurious: all brokers kept heartbeating
-            "spurious_fences": int(fences),
+            # every fence in the window is spurious: all brokers kept heartbeating.
+            # Counted from the committed log, so a later leader's fences count too.
+            "spurious_fences": sum(len(v) for v in in_window.fences.values()),
+            "leader_changes_in_window": in_window.leader_changes,
+            "log_offsets_counted": [window_from, window_to],
             "fenced_at_window_end": int(fenced),
             # where the CPU went during the window (cores = CPU seconds / wall seconds)
             "cpu_cores": {
@@ -532,10 +539,22 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             out["fence_100k_partitions"] = {"error": str(e)}
         leader1 = await metric(control, standby, "kafka_server_raft_metrics_current_leader")
         out["fence_100k_partitions"]["leader_changed"] = leader0 != leader1
+        # the run's committed log before the load stops (then every broker goes silent)
+        run_to = await committed_offset(control, cluster)
         await stop_tasks(tasks)
         fenced = await metric(control, url, FENCED_COUNT)
         out["heartbeats"]["fenced_at_end"] = int(fenced)
-        out["heartbeats"]["deliberately_fenced"] = 4
+        in_run = fences_in_log(cluster, window_from, run_to)
+        silenced = set(brokers.silent)
+        out["heartbeats"]["silenced"] = len(silenced)
+        # counted from the committed log: the silenced brokers a fence record names
+        out["heartbeats"]["deliberately_fenced"] = len(silenced & in_run.fences.keys())
+        # fences of brokers that never stopped heartbeating, over every phase and leader
+        out["heartbeats"]["spurious_fences_whole_run"] = sum(
+            len(v) for b, v in in_run.fences.items() if b not in silenced
+        )
+        out["heartbeats"]["leader_changes_whole_run"] = in_run.leader_changes
+        out["heartbeats"]["log_offsets_counted_whole_run"] = [window_from, run_to]
     finally:
         await stop_tasks(tasks)
         await session.close()
@@ -549,6 +568,58 @@ COMMIT_LATENCY = "kafka_server_raft_metrics_commit_latency_ms"
 
 
 GC_PAUSE = "kraft_python_gc_full_collection_ms"
+
+
+async def committed_offset(control: Any, cluster: Cluster) -> int:
+    """The quorum's high watermark (the first uncommitted offset), from the active."""
+    active = await wait_active(control, cluster)
+    _, q = await get_json(control, cluster.urls[active] + "/v1/quorum")
+    return int(q["high_watermark"])
+
+
+@dataclass(frozen=True)
+class LogFences:
+    fences: dict[int, list[int]]  # broker id -> offsets of the records fencing it
+    leader_changes: int  # LeaderChangeMessages (one per new leader's epoch)
+
+
+def fences_in_log(cluster: Cluster, from_offset: int, to_offset: int) -> LogFences:
+    """Fences and leader changes in the committed records [from_offset, to_offset),
+    read from the controller whose log holds them all (a leader writes the range;
+    every node's committed prefix is the same). A fence is a FenceBrokerRecord or a
+    BrokerRegistrationChangeRecord with fenced = 1."""
+    from metadata_log.records import (
+        BrokerRegistrationChangeRecord,
+        FenceBrokerRecord,
+        LeaderChangeMessage,
+    )
+    from metadata_log.replay import iter_file_batches, metadata_dir, segment_files
+
+    if to_offset <= from_offset:
+        return LogFences({}, 0)
+    best: tuple[int, LogFences] | None = None
+    for i in cluster.urls:
+        fences: dict[int, list[int]] = {}
+        changes, end = 0, -1
+        segments = segment_files(metadata_dir(cluster.tmp / f"c{i}"))
+        for k, (_base, path) in enumerate(segments):
+            for b in iter_file_batches(path, allow_torn_tail=k == len(segments) - 1):
+                for j, rec in enumerate(b.records):
+                    off = b.base_offset + j
+                    if not from_offset <= off < to_offset:
+                        continue
+                    end = max(end, off)
+                    if isinstance(rec, FenceBrokerRecord):
+                        fences.setdefault(rec.id, []).append(off)
+                    elif isinstance(rec, BrokerRegistrationChangeRecord) and rec.fenced == 1:
+                        fences.setdefault(rec.broker_id, []).append(off)
+                    elif isinstance(rec, LeaderChangeMessage):
+                        changes += 1
+        if best is None or end > best[0]:
+            best = (end, LogFences(fences, changes))
+    if best is None or best[0] < to_offset - 1:
+        raise RuntimeError(f"no controller's log holds offsets {from_offset}..{to_offset - 1}")
+    return best[1]
 
 
 async def silence_until_fenced(
@@ -865,10 +936,11 @@ def snapshot_worker(partitions: int, directory: str) -> dict[str, Any]:
     from metadata_log.replay import read_snapshot_image
     from metadata_log.snapshot import SnapshotId, write_snapshot
 
-    def rss_mib() -> float:
+    def rss_mib(field: str = "VmRSS") -> float:
+        """VmRSS (resident now) or VmHWM (the peak so far) of this process."""
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024
         return float("nan")
 
@@ -923,7 +995,7 @@ def snapshot_worker(partitions: int, directory: str) -> dict[str, Any]:
     t = time.perf_counter()
     loaded = read_snapshot_image(path, sid.end_offset)
     load_s = time.perf_counter() - t
-    ok = loaded.partition_count() == image.partition_count()
+    differences = image_differences(image, loaded)
     return {
         "partitions": image.partition_count(),
         "records": off,
@@ -934,9 +1006,38 @@ def snapshot_worker(partitions: int, directory: str) -> dict[str, Any]:
         "snapshot_write_s": round(write_s, 2),
         "snapshot_load_s": round(load_s, 2),
         "snapshot_bytes": size,
-        "loaded_equal_count": ok,
-        "peak_rss_mib_after_load": round(rss_mib(), 1),
+        # field for field: every broker, topic, partition, config and feature
+        "loaded_equal": not differences,
+        "loaded_differences": differences,
+        "peak_rss_mib_after_load": round(rss_mib("VmHWM"), 1),
     }
+
+
+def image_differences(a: Any, b: Any) -> list[str]:
+    """The fields in which two MetadataImages differ (empty: equal field for field),
+    each partition's registration compared whole."""
+    out = [
+        name
+        for name in (
+            "offset",
+            "last_append_time_ms",
+            "brokers",
+            "features",
+            "configs",
+            "topic_ids_by_name",
+        )
+        if getattr(a, name) != getattr(b, name)
+    ]
+    if a.topics.keys() != b.topics.keys():
+        out.append("topics (ids)")
+    else:
+        for tid, t in a.topics.items():
+            u = b.topics[tid]
+            if (t.name, t.topic_id) != (u.name, u.topic_id) or t.partitions != u.partitions:
+                out.append(f"topic {t.name}")
+                if len(out) >= 20:
+                    break
+    return out
 
 
 # ================================================================= orchestrator
