@@ -1,0 +1,485 @@
+"""The counterfactual engine: a log's facts fed again to the controller's own code.
+
+`run_scenario(facts, scenario, sink)` drives a `QuorumController` (the same class
+the controller processes run: BestLeader in PartitionChangeBuilder, the fence and
+unfence rules, controlled shutdown, placement) through the facts' units in
+offset order, under the scenario's configuration, and appends every batch it
+would have written to `sink` (a segment writer): copied units as they were,
+command units as the controller's results now are. No election rule is
+implemented here; the engine only decides *when* a command is sent:
+
+- a unit's commands at the unit's append time;
+- the session timer: before each unit, every fence due (`next_fence_check_ms`)
+  is run in time order. A broker the facts say was alive then is noted as heard
+  from (a heartbeat); one that went silent is noted as last heard from when it
+  went silent; then, if still due, `maybe_fence_stale_broker` fences it;
+- a registration refused because the old incarnation still has a live session
+  (DUPLICATE_BROKER_REGISTRATION: a longer session) is retried when that session
+  expires, as a broker's retries would;
+- a failover (LeaderChangeMessage) deactivates and activates the controller,
+  so every broker counts as just seen (Kafka bug 18138), as on the real quorum.
+
+With the configuration in force the engine writes the log it read, record for
+record (the identity check). Pure: no clock (times come from the facts), the
+rng is seeded per scenario.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import random
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from kraft.controller.batching import to_batches
+from kraft.controller.errors import ApiError
+from kraft.controller.quorum_controller import ControllerConfig, ControllerResult, QuorumController
+from kraft.controller.requests import (
+    AlterConfigsRequest,
+    AlterPartitionRequest,
+    BrokerHeartbeatRequest,
+    CreatePartitionsRequest,
+    CreateTopicRequest,
+    ElectLeadersRequest,
+    IsrMember,
+    RegisterBrokerRequest,
+)
+from metadata_log.batch import encode_batch, encode_payload
+from metadata_log.records import (
+    RECOVERED,
+    RECOVERING,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    TopicRecord,
+)
+from spark_replay.whatif import facts as F
+from spark_replay.whatif.scenario import UNCLEAN, Scenario
+
+CLUSTER_ID = "what-if"
+NODE_ID = 3000
+
+
+class BatchSink(Protocol):
+    next_offset: int
+
+    def append(self, batch: bytes, record_count: int) -> None: ...
+
+
+@dataclass
+class EngineStats:
+    """What the engine could not replay, by reason (docs/what-if.md)."""
+
+    commands: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    fences: int = 0
+    retried_registrations: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "commands": self.commands,
+            "refused": dict(sorted(self.refused.items())),
+            "skipped": dict(sorted(self.skipped.items())),
+            "fences": self.fences,
+            "retried_registrations": self.retried_registrations,
+        }
+
+
+class Engine:
+    def __init__(
+        self,
+        facts: F.Facts,
+        scenario: Scenario,
+        sink: BatchSink,
+        max_batch_bytes: int | None = None,
+    ) -> None:
+        self.facts = facts
+        self.s = scenario
+        self.sink = sink
+        self.max_batch_bytes = max_batch_bytes or facts.max_batch_bytes
+        self.ctl = QuorumController(
+            ControllerConfig(
+                node_id=NODE_ID,
+                controller_ids=frozenset(),
+                cluster_id=CLUSTER_ID,
+                session_timeout_ms=scenario.session_timeout_ms,
+                unclean_leader_election_enable=scenario.unclean,
+            ),
+            random.Random(f"what-if:{scenario.name}"),
+        )
+        self.stats = EngineStats()
+        self.epoch = 1  # the leader epoch of batches written (the log's, as read)
+        self.now = facts.first_time_ms
+        # Commands to send later (a registration retried): (time, seq, command).
+        self._later: list[tuple[int, int, F.Command]] = []
+        self._seq = 0
+        # Unfences of a registration that is still to be retried: sent after it.
+        self._unfence_after_register: set[int] = set()
+        self._written_times: list[int] = []
+        self._written_offsets: list[int] = []
+
+    # ---------------------------------------------------------------- writing
+
+    def _write_result(self, result: ControllerResult | None) -> None:
+        if result is None:
+            return
+        records = result.drained().records
+        if not records:
+            return
+        mv = self.ctl.image.features.get("metadata.version")
+        plan = to_batches(list(records), self.max_batch_bytes, metadata_version=mv)
+        written = 0
+        for eb in plan.batches:
+            base = self.sink.next_offset
+            recs = plan.records[written : written + eb.record_count]
+            written += eb.record_count
+            self.sink.append(
+                encode_payload(base, self.epoch, self.now, eb.payload, eb.record_count),
+                eb.record_count,
+            )
+            self.ctl.replay_batch(base, recs, self.now)
+            self.ctl.on_commit(base + len(recs) - 1)
+            self._note_written(self.now)
+
+    def _copy(self, unit: F.Unit) -> None:
+        for b in unit.batches:
+            base = self.sink.next_offset
+            self.sink.append(
+                encode_batch(base, b.leader_epoch, b.time_ms, list(b.records), b.control),
+                len(b.records),
+            )
+            if not b.control:
+                self.ctl.replay_batch(base, b.records, b.time_ms)  # type: ignore[arg-type]
+                self.ctl.on_commit(base + len(b.records) - 1)
+            self._note_written(b.time_ms)
+
+    def _note_written(self, t: int) -> None:
+        """The log's last offset by time: what a broker heard from at t had read."""
+        if self._written_times and self._written_times[-1] >= t:
+            self._written_offsets[-1] = self.sink.next_offset - 1
+            return
+        self._written_times.append(t)
+        self._written_offsets.append(self.sink.next_offset - 1)
+
+    def _run(self, name: str, fn: Any) -> ControllerResult | None:
+        self.stats.commands += 1
+        try:
+            result = fn()
+        except ApiError as e:
+            self.stats.refused[f"{name}: {e.code}"] += 1
+            return None
+        self._write_result(result)
+        return result
+
+    # ---------------------------------------------------------------- time
+
+    def _alive(self, b: int, t: int) -> bool:
+        return self.facts.liveness.alive(b, t, self.s.controlled_shutdown)
+
+    def advance(self, t: int, inclusive: bool) -> None:
+        """Run the session timer and the retries due before t (at t if inclusive)."""
+        while True:
+            due = self.ctl.next_fence_check_ms()
+            later = self._later[0][0] if self._later else None
+            nxt = min(x for x in (due, later, t + 1) if x is not None)
+            if nxt > t or (nxt == t and not inclusive):
+                return
+            self.now = max(self.now, nxt)
+            if due is not None and due == nxt:
+                self._fence_check(nxt)
+            else:
+                _, _, cmd = heapq.heappop(self._later)
+                self._command(cmd)
+
+    def _fence_check(self, at: int) -> None:
+        hb = self.ctl.heartbeats
+        assert hb is not None
+        b = hb.find_one_stale_broker(at)
+        if b is None:
+            return
+        reg = self.ctl.image.brokers[b]
+        state = hb.state(b)
+        assert state is not None
+        if self._alive(b, at):
+            self.ctl.note_heartbeat_contact(b, reg.broker_epoch, at)
+            return
+        silent = self.facts.liveness.silent_since(b, at, self.s.controlled_shutdown)
+        if silent is not None and silent > state.last_contact_ms:
+            self.ctl.note_heartbeat_contact(b, reg.broker_epoch, silent)
+            return
+        self.stats.fences += 1
+        self._write_result(self.ctl.maybe_fence_stale_broker(at))
+
+    # ---------------------------------------------------------------- units
+
+    def run(self) -> EngineStats:
+        for unit in self.facts.units:
+            fence_here = any(type(c) is F.FenceMark for c in unit.commands)
+            self.advance(unit.time_ms, inclusive=fence_here)
+            self.now = max(self.now, unit.time_ms)
+            self.epoch = unit.batches[0].leader_epoch
+            for cmd in unit.commands:
+                if type(cmd) is F.Failover:
+                    self._failover()
+            if unit.copy:
+                self._copy(unit)
+                continue
+            for cmd in unit.commands:
+                self._command(cmd)
+        self.advance(self.facts.last_time_ms, inclusive=True)
+        return self.stats
+
+    def _failover(self) -> None:
+        if self.ctl.active:
+            self.ctl.deactivate(self.sink.next_offset - 1)
+        self.ctl.activate(self.now)
+
+    # ---------------------------------------------------------------- commands
+
+    def _command(self, cmd: F.Command) -> None:
+        if not self.ctl.active:
+            self.stats.skipped["no active controller"] += 1
+            return
+        match cmd:
+            case F.Register():
+                self._register(cmd)
+            case F.Unfence(broker_id=b):
+                if b in self._unfence_after_register:
+                    return  # sent once the retried registration succeeds
+                self._heartbeat(b, want_shutdown=False)
+            case F.ShutdownRequest(broker_id=b):
+                if self.s.controlled_shutdown:
+                    self._heartbeat(b, want_shutdown=True)
+            case F.ShutdownNow(broker_id=b):
+                if self.s.controlled_shutdown:
+                    self._refresh_offsets(b)
+                    self._heartbeat(b, want_shutdown=True)
+            case F.Unregister(broker_id=b):
+                self._run("unregister", lambda: self.ctl.unregister_broker(b, self.now))
+            case F.CreateTopic():
+                self._create_topic(cmd)
+            case F.CreatePartitions():
+                self._create_partitions(cmd)
+            case F.DeleteTopic(topic_id=tid):
+                topic = self.ctl.image.topics.get(tid)
+                if topic is None:
+                    self.stats.skipped["delete of a topic never created"] += 1
+                    return
+                self._run("delete_topic", lambda: self.ctl.delete_topic(topic.name, self.now))
+            case F.AlterConfigs():
+                self._alter_configs(cmd)
+            case F.AlterIsr():
+                self._alter_isr(cmd)
+            case F.AdminElect():
+                self._elect(cmd)
+            case F.FenceMark() | F.Failover():
+                pass
+
+    def _register(self, cmd: F.Register) -> None:
+        r = cmd.record
+        rack = self.s.racks.get(r.broker_id, r.rack)
+        if self.s.placement == "rack-unaware":
+            rack = None
+        req = RegisterBrokerRequest(
+            broker_id=r.broker_id,
+            cluster_id=CLUSTER_ID,
+            incarnation_id=r.incarnation_id,
+            listeners=r.endpoints,
+            rack=rack,
+            features=r.features,
+        )
+        self.stats.commands += 1
+        try:
+            result = self.ctl.register_broker(req, self.now, self.sink.next_offset)
+        except ApiError as e:
+            hb = self.ctl.heartbeats
+            state = None if hb is None else hb.state(r.broker_id)
+            if e.code == "DUPLICATE_BROKER_REGISTRATION" and state is not None:
+                # the old incarnation's session is still live: retry when it ends
+                self.stats.retried_registrations += 1
+                self._unfence_after_register.add(r.broker_id)
+                self._push(state.last_contact_ms + self.s.session_timeout_ms, cmd)
+                return
+            self.stats.refused[f"register: {e.code}"] += 1
+            return
+        self._write_result(result)
+        if r.broker_id in self._unfence_after_register:
+            self._unfence_after_register.discard(r.broker_id)
+            self._heartbeat(r.broker_id, want_shutdown=False)
+
+    def _push(self, at: int, cmd: F.Command) -> None:
+        self._seq += 1
+        heapq.heappush(self._later, (at, self._seq, cmd))
+
+    def _heartbeat(self, b: int, want_shutdown: bool) -> None:
+        reg = self.ctl.image.brokers.get(b)
+        if reg is None:
+            self.stats.skipped["heartbeat of an unregistered broker"] += 1
+            return
+        req = BrokerHeartbeatRequest(
+            broker_id=b,
+            broker_epoch=reg.broker_epoch,
+            current_metadata_offset=self.sink.next_offset - 1,
+            want_fence=False,
+            want_shutdown=want_shutdown,
+        )
+        self._run("heartbeat", lambda: self.ctl.heartbeat(req, self.now))
+
+    def _refresh_offsets(self, shutting: int) -> None:
+        """The other brokers' heartbeats since (they report their metadata offsets,
+        which a controlled shutdown waits for): they change nothing. A broker that
+        went silent and is not fenced yet last reported the offset the log had
+        reached then."""
+        hb = self.ctl.heartbeats
+        assert hb is not None
+        for b, reg in sorted(self.ctl.image.brokers.items()):
+            if b == shutting or reg.fenced or reg.in_controlled_shutdown:
+                continue
+            if self._alive(b, self.now):
+                self._heartbeat(b, want_shutdown=False)
+                continue
+            silent = self.facts.liveness.silent_since(b, self.now, self.s.controlled_shutdown)
+            state = hb.state(b)
+            if silent is not None and state is not None and not state.fenced:
+                i = bisect.bisect_right(self._written_times, silent)
+                offset = self._written_offsets[i - 1] if i else -1
+                hb.touch(b, False, offset, silent)
+
+    def _assignments(self, assignments: tuple[tuple[int, ...], ...]) -> Any:
+        return None if self.s.placement != "actual" else assignments
+
+    def _create_topic(self, cmd: F.CreateTopic) -> None:
+        configs = dict(cmd.configs)
+        if self.s.overrides_unclean:
+            configs.pop(UNCLEAN, None)
+        configs = {k: v for k, v in configs.items() if v is not None}
+        rf = len(cmd.assignments[0]) if cmd.assignments else 1
+        req = CreateTopicRequest(
+            cmd.name,
+            None if self.s.placement == "actual" else len(cmd.assignments),
+            None if self.s.placement == "actual" else rf,
+            self._assignments(cmd.assignments),
+            configs,
+        )
+        self.stats.commands += 1
+        try:
+            result = self.ctl.create_topic(req, self.now)
+        except ApiError as e:
+            self.stats.refused[f"create_topic: {e.code}"] += 1
+            return
+        # The topic id is a fact (the controller drew its own from the rng).
+        made = result.reply["topic_id"]
+        self._write_result(
+            replace(
+                result, records=tuple(_with_topic_id(r, made, cmd.topic_id) for r in result.records)
+            )
+        )
+
+    def _create_partitions(self, cmd: F.CreatePartitions) -> None:
+        topic = self.ctl.image.topics.get(cmd.topic_id)
+        if topic is None:
+            self.stats.skipped["partitions of a topic never created"] += 1
+            return
+        req = CreatePartitionsRequest(
+            topic.name,
+            len(topic.partitions) + len(cmd.assignments),
+            self._assignments(cmd.assignments),
+        )
+        self._run("create_partitions", lambda: self.ctl.create_partitions(req, self.now))
+
+    def _alter_configs(self, cmd: F.AlterConfigs) -> None:
+        configs = dict(cmd.configs)
+        if self.s.overrides_unclean:
+            configs.pop(UNCLEAN, None)
+        if not configs:
+            self.stats.skipped["topic setting replaced by the scenario"] += 1
+            return
+        if self.ctl.image.topic_by_name(cmd.name) is None:
+            self.stats.skipped["configs of a topic never created"] += 1
+            return
+        req = AlterConfigsRequest(cmd.name, configs)
+        self._run("alter_configs", lambda: self.ctl.alter_configs(req, self.now))
+
+    def _alter_isr(self, cmd: F.AlterIsr) -> None:
+        image = self.ctl.image
+        topic = image.topics.get(cmd.topic_id)
+        p = None if topic is None else topic.partitions.get(cmd.partition_id)
+        if p is None:
+            self.stats.skipped["ISR change of a partition never created"] += 1
+            return
+        if p.leader < 0:
+            # a leader that does not exist here cannot have sent it
+            self.stats.skipped["ISR change without a leader"] += 1
+            return
+        if p.isr == cmd.old_isr:
+            target = cmd.new_isr
+        else:
+            removed = set(cmd.old_isr) - set(cmd.new_isr)
+            added = set(cmd.new_isr) - set(cmd.old_isr)
+            target = tuple(
+                r
+                for r in p.replicas
+                if r == p.leader or (r in p.isr and r not in removed) or r in added
+            )
+        if p.leader not in target:
+            target = (p.leader, *target)
+        # Only replicas that can join (unfenced, not shutting down) are asked for.
+        target = tuple(
+            r for r in target if r in p.isr or r == p.leader or _can_join(image.brokers.get(r))
+        )
+        recovery = cmd.leader_recovery_state
+        if recovery == -1:
+            recovery = p.leader_recovery_state
+        if p.leader_recovery_state == RECOVERING and recovery == RECOVERING and len(target) > 1:
+            recovery = RECOVERED  # the leader recovered before it took others back
+        if target == p.isr and recovery == p.leader_recovery_state:
+            self.stats.skipped["ISR change already in effect"] += 1
+            return
+        leader = image.brokers.get(p.leader)
+        if leader is None:
+            self.stats.skipped["ISR change without a leader"] += 1
+            return
+        req = AlterPartitionRequest(
+            broker_id=p.leader,
+            broker_epoch=leader.broker_epoch,
+            topic_id=cmd.topic_id,
+            partition_id=cmd.partition_id,
+            leader_epoch=p.leader_epoch,
+            partition_epoch=p.partition_epoch,
+            new_isr_with_epochs=tuple(
+                IsrMember(r, image.brokers[r].broker_epoch if r in image.brokers else -1)
+                for r in target
+            ),
+            leader_recovery_state=recovery,
+        )
+        self._run("alter_partition", lambda: self.ctl.alter_partition(req, self.now))
+
+    def _elect(self, cmd: F.AdminElect) -> None:
+        topic = self.ctl.image.topics.get(cmd.topic_id)
+        if topic is None or cmd.partition_id not in topic.partitions:
+            self.stats.skipped["election in a partition never created"] += 1
+            return
+        req = ElectLeadersRequest(topic.name, cmd.partition_id, cmd.type)
+        self._run("elect_leaders", lambda: self.ctl.elect_leaders(req, self.now))
+
+
+def _can_join(reg: Any) -> bool:
+    return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+
+
+def _with_topic_id(r: MetadataRecord, made: str, actual: str) -> MetadataRecord:
+    if type(r) in (TopicRecord, PartitionRecord, PartitionChangeRecord) and r.topic_id == made:  # type: ignore[union-attr]
+        return replace(r, topic_id=actual)  # type: ignore[type-var]
+    return r
+
+
+def run_scenario(
+    facts: F.Facts, scenario: Scenario, sink: BatchSink, max_batch_bytes: int | None = None
+) -> EngineStats:
+    return Engine(facts, scenario, sink, max_batch_bytes).run()
+
+
+__all__ = ["BatchSink", "Engine", "EngineStats", "run_scenario"]

@@ -1,0 +1,538 @@
+"""The facts of a log: what it says that did not depend on the controller's choices.
+
+A controller's records mix two things: what happened to it (a broker registered,
+heartbeated, went silent, asked to shut down; an admin created a topic or ran an
+election; a partition leader shrank or expanded its ISR; the quorum failed over)
+and what it decided (which leader, which ISR after a fence, when to fence).
+`read_facts` splits a native log into *units* (a batch, or a metadata
+transaction) in offset order, each either copied as it is (NoOps, feature
+levels, control batches, transactions that never applied) or turned back into
+the *commands* that produced it, with the unit's offset and append time. The
+engine feeds the commands to the controller again; the decisions are redone.
+
+Broker liveness is the one fact the records only imply (docs/what-if.md):
+a FenceBrokerRecord at time t, written by the session timer, means the broker
+was last heard from at t - S (S the session timeout in force); an unfence (a
+heartbeat) or a registration means it was heard from again; a controlled
+shutdown's end means the process stopped. `Liveness` keeps, per broker, the
+times it went up and down, for the engine's session timer.
+
+Pure apart from reading the files: no clock, no randomness.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kraft.controller.batching import DEFAULT_MAX_BATCH_BYTES
+from metadata_log.batch import decode_records, iter_headers
+from metadata_log.errors import IncompleteBatchError, MetadataLogError
+from metadata_log.image import MetadataImage
+from metadata_log.records import (
+    FENCE_NO,
+    FENCE_YES,
+    NO_LEADER_CHANGE,
+    TOPIC_RESOURCE,
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    EndTransactionRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    LeaderChangeMessage,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+from metadata_log.replay import metadata_dir, segment_files
+
+
+class FactsError(MetadataLogError):
+    """The log cannot be turned into facts (not a complete native log)."""
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+@dataclass(frozen=True, slots=True)
+class Register:
+    record: RegisterBrokerRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Unfence:
+    """The broker heartbeated, caught up: the controller unfenced it."""
+
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownRequest:
+    """The broker asked for a controlled shutdown (want_shutdown)."""
+
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownNow:
+    """The broker's controlled shutdown completed (the controller said shut down now)."""
+
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class FenceMark:
+    """The session timer fenced the broker here: a point in time, not a command."""
+
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unregister:
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopic:
+    name: str
+    topic_id: str
+    assignments: tuple[tuple[int, ...], ...]
+    configs: tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitions:
+    topic_id: str
+    assignments: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopic:
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigs:
+    name: str
+    configs: tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterIsr:
+    """A partition leader's AlterPartition: the ISR went from `old_isr` to `new_isr`."""
+
+    topic_id: str
+    partition_id: int
+    old_isr: tuple[int, ...]
+    new_isr: tuple[int, ...]
+    leader_recovery_state: int  # -1 unchanged
+
+
+@dataclass(frozen=True, slots=True)
+class AdminElect:
+    topic_id: str
+    partition_id: int
+    type: str  # "preferred" | "unclean"
+
+
+@dataclass(frozen=True, slots=True)
+class Failover:
+    """A LeaderChangeMessage: a controller became active (sessions restart, bug 18138)."""
+
+    leader_id: int
+
+
+Command = (
+    Register
+    | Unfence
+    | ShutdownRequest
+    | ShutdownNow
+    | FenceMark
+    | Unregister
+    | CreateTopic
+    | CreatePartitions
+    | DeleteTopic
+    | AlterConfigs
+    | AlterIsr
+    | AdminElect
+    | Failover
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    base_offset: int
+    leader_epoch: int
+    time_ms: int
+    control: bool
+    records: tuple[Record, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A batch or a committed transaction of the log, in offset order.
+
+    `copy`: written to the counterfactual log as it is (and replayed); else the
+    `commands` are fed to the controller, which writes its own records."""
+
+    offset: int
+    time_ms: int
+    copy: bool
+    batches: tuple[Batch, ...]
+    commands: tuple[Command, ...]
+    # records of the unit the commands do not explain (kept for the docs' limits)
+    unexplained: int = 0
+
+
+# ----------------------------------------------------------------------------- liveness
+
+
+@dataclass
+class Liveness:
+    """Per broker, when it went up (heard from) and down (silent), in log order.
+
+    Two timelines: with controlled shutdown (the process stops once told to shut
+    down) and without (it stops as soon as it wants to)."""
+
+    session_timeout_ms: int
+    _on: dict[int, list[tuple[int, bool]]] = field(default_factory=dict)
+    _off: dict[int, list[tuple[int, bool]]] = field(default_factory=dict)
+    _times: dict[tuple[bool, int], list[int]] = field(default_factory=dict)
+
+    def _add(self, line: dict[int, list[tuple[int, bool]]], b: int, t: int, up: bool) -> None:
+        events = line.setdefault(b, [])
+        if up:
+            events.append((t, True))
+            return
+        if events and not events[-1][1]:
+            return  # already silent: the first silence counts
+        # A silence starts no earlier than the broker was last heard from.
+        last_up = max((x for x, u in events if u), default=t)
+        events.append((max(t, last_up) if events else t, False))
+
+    def up(self, b: int, t: int) -> None:
+        self._add(self._on, b, t, True)
+        self._add(self._off, b, t, True)
+
+    def down(self, b: int, t: int, controlled_shutdown: bool | None = None) -> None:
+        if controlled_shutdown in (None, True):
+            self._add(self._on, b, t, False)
+        if controlled_shutdown in (None, False):
+            self._add(self._off, b, t, False)
+
+    def _line(self, cs: bool, b: int) -> tuple[list[tuple[int, bool]], list[int]]:
+        line = (self._on if cs else self._off).get(b, [])
+        times = self._times.get((cs, b))
+        if times is None or len(times) != len(line):
+            # events are appended in log order; times are monotone except across
+            # failovers of controllers with skewed clocks: sort stably
+            line.sort(key=lambda e: e[0])
+            times = [e[0] for e in line]
+            self._times[(cs, b)] = times
+        return line, times
+
+    def alive(self, b: int, t: int, cs: bool) -> bool:
+        line, times = self._line(cs, b)
+        i = bisect.bisect_right(times, t)
+        return i > 0 and line[i - 1][1]
+
+    def silent_since(self, b: int, t: int, cs: bool) -> int | None:
+        """When the broker last went silent at or before t (None: never)."""
+        line, times = self._line(cs, b)
+        i = bisect.bisect_right(times, t)
+        while i > 0:
+            i -= 1
+            if not line[i][1]:
+                return line[i][0]
+        return None
+
+
+@dataclass
+class Facts:
+    units: list[Unit]
+    liveness: Liveness
+    first_time_ms: int
+    last_time_ms: int
+    last_offset: int
+    # The largest batch in the log: results above it were written as transactions.
+    max_batch_bytes: int
+    racks: dict[int, str | None]
+    broker_ids: list[int]
+
+    @property
+    def command_count(self) -> int:
+        return sum(len(u.commands) for u in self.units)
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _batches(directory: Path) -> Iterator[tuple[Batch, int]]:
+    segments = segment_files(directory)
+    if not segments:
+        raise FactsError(f"{directory}: no log segments")
+    if segments[0][0] != 0:
+        raise FactsError(
+            f"{directory}: the log starts at offset {segments[0][0]}, not 0 (retention "
+            "dropped its beginning): a what-if needs the whole history"
+        )
+    expect = 0
+    for i, (_base, path) in enumerate(segments):
+        data = path.read_bytes()
+        try:
+            for pos, h in iter_headers(data, str(path)):
+                if h.base_offset != expect:
+                    raise FactsError(
+                        f"{path}: gap in the log, offset {h.base_offset} follows {expect}"
+                    )
+                records = tuple(decode_records(data, pos, h, str(path)))
+                expect = h.base_offset + len(records)
+                batch = Batch(h.base_offset, h.leader_epoch, h.append_time_ms, h.control, records)
+                yield batch, h.length
+        except IncompleteBatchError:
+            if i != len(segments) - 1:
+                raise  # only the very end of a log may be mid-append
+
+
+def _transactions(batches: list[Batch]) -> dict[int, bool]:
+    """Offset of each BeginTransactionRecord -> whether its transaction applied."""
+    fate: dict[int, bool] = {}
+    begin: int | None = None
+    for b in batches:
+        if b.control:
+            continue
+        for i, r in enumerate(b.records):
+            t = type(r)
+            if t is BeginTransactionRecord:
+                begin = b.base_offset + i
+                fate[begin] = False
+            elif t is EndTransactionRecord and begin is not None:
+                fate[begin] = True
+                begin = None
+            elif t is AbortTransactionRecord:
+                begin = None
+    return fate
+
+
+_COPY_TYPES = frozenset({NoOpRecord, FeatureLevelRecord})
+
+
+def read_facts(log_dir: str | Path, session_timeout_ms: int) -> Facts:
+    """The units and broker liveness of a complete native log (segments from 0)."""
+    directory = metadata_dir(log_dir)
+    if not directory.is_dir():
+        raise FactsError(f"{log_dir} is not a log directory")
+    first = next(iter(sorted(directory.glob("*.log"))), None)
+    if first is not None and first.read_bytes()[16:17] == b"\x02":
+        raise FactsError(
+            f"{log_dir}: an Apache Kafka log: what-if replays read this project's logs only"
+        )
+    read = list(_batches(directory))
+    batches = [b for b, _ in read]
+    if not batches:
+        raise FactsError(f"{log_dir}: the log is empty")
+    fate = _transactions(batches)
+    # Results above the limit were written as transactions: with none in the
+    # log, the shell's default; else its largest batch.
+    max_batch = max(size for _, size in read) if fate else DEFAULT_MAX_BATCH_BYTES
+    image = MetadataImage()
+    live = Liveness(session_timeout_ms)
+    units: list[Unit] = []
+    racks: dict[int, str | None] = {}
+    pending: list[Batch] = []  # batches of a committed transaction so far
+    aborted = False  # inside a transaction that never applies
+    shutting: set[int] = set()
+
+    def replay(bs: list[Batch]) -> None:
+        for b in bs:
+            for i, r in enumerate(b.records):
+                image.replay(r, b.base_offset + i)
+
+    for b in batches:
+        if b.control:
+            cmds: tuple[Command, ...] = tuple(
+                Failover(r.leader_id) for r in b.records if isinstance(r, LeaderChangeMessage)
+            )
+            units.append(Unit(b.base_offset, b.time_ms, True, (b,), cmds))
+            continue
+        recs = b.records
+        if pending or aborted or (recs and type(recs[0]) is BeginTransactionRecord):
+            if not pending and not aborted:
+                aborted = not fate.get(b.base_offset, False)
+            if aborted:
+                units.append(Unit(b.base_offset, b.time_ms, True, (b,), ()))
+                replay([b])
+                if any(type(r) in (AbortTransactionRecord, EndTransactionRecord) for r in recs):
+                    aborted = False
+                continue
+            pending.append(b)
+            if type(recs[-1]) is not EndTransactionRecord:
+                continue
+            unit_batches, pending = pending, []
+        else:
+            unit_batches = [b]
+        records = [
+            r
+            for ub in unit_batches
+            for r in ub.records
+            if type(r) not in (BeginTransactionRecord, EndTransactionRecord)
+        ]
+        head = unit_batches[0]
+        if all(type(r) in _COPY_TYPES for r in records):
+            units.append(Unit(head.base_offset, head.time_ms, True, tuple(unit_batches), ()))
+        else:
+            cmds, unexplained = _commands(records, image, head.time_ms, live, shutting, racks)
+            units.append(
+                Unit(head.base_offset, head.time_ms, False, tuple(unit_batches), cmds, unexplained)
+            )
+        replay(unit_batches)
+    last = batches[-1]
+    return Facts(
+        units=units,
+        liveness=live,
+        first_time_ms=batches[0].time_ms,
+        last_time_ms=max(b.time_ms for b in batches),
+        last_offset=last.base_offset + len(last.records) - 1,
+        max_batch_bytes=max_batch,
+        racks=racks,
+        broker_ids=sorted(racks),
+    )
+
+
+def _commands(
+    records: list[Record],
+    image: MetadataImage,
+    t: int,
+    live: Liveness,
+    shutting: set[int],
+    racks: dict[int, str | None],
+) -> tuple[tuple[Command, ...], int]:
+    """The commands that wrote one unit (the image is the state before it)."""
+    out: list[Command] = []
+    explained_partitions = False
+    topic_records = [r for r in records if type(r) is TopicRecord]
+    for r in records:
+        match r:
+            case RegisterBrokerRecord():
+                out.append(Register(r))
+                racks[r.broker_id] = r.rack
+                live.up(r.broker_id, t)
+                shutting.discard(r.broker_id)
+                explained_partitions = True
+            case UnfenceBrokerRecord(id=b) | BrokerRegistrationChangeRecord(broker_id=b, fenced=-1):
+                out.append(Unfence(b))
+                live.up(b, t)
+                explained_partitions = True
+            case FenceBrokerRecord(id=b):
+                out.append(FenceMark(b))
+                live.down(b, t - live.session_timeout_ms)
+                explained_partitions = True
+            case BrokerRegistrationChangeRecord(broker_id=b, in_controlled_shutdown=1):
+                out.append(ShutdownRequest(b))
+                shutting.add(b)
+                live.down(b, t, controlled_shutdown=False)
+                explained_partitions = True
+            case BrokerRegistrationChangeRecord(broker_id=b, fenced=1):
+                out.append(ShutdownNow(b))
+                if b not in shutting:  # shut down at once: the request was now
+                    live.down(b, t, controlled_shutdown=False)
+                shutting.discard(b)
+                live.down(b, t, controlled_shutdown=True)
+                explained_partitions = True
+            case UnregisterBrokerRecord(broker_id=b):
+                out.append(Unregister(b))
+                live.down(b, t)
+                explained_partitions = True
+            case RemoveTopicRecord(topic_id=tid):
+                out.append(DeleteTopic(tid))
+                explained_partitions = True
+            case _:
+                pass
+    for tr in topic_records:
+        parts = sorted(
+            (r for r in records if type(r) is PartitionRecord and r.topic_id == tr.topic_id),
+            key=lambda p: p.partition_id,
+        )
+        configs = tuple(
+            (r.name, r.value)
+            for r in records
+            if type(r) is ConfigRecord
+            and r.resource_type == TOPIC_RESOURCE
+            and r.resource_name == tr.name
+        )
+        out.append(CreateTopic(tr.name, tr.topic_id, tuple(p.replicas for p in parts), configs))
+        explained_partitions = True
+    new_topics = {tr.topic_id for tr in topic_records}
+    added: dict[str, list[PartitionRecord]] = {}
+    for r in records:
+        if type(r) is PartitionRecord and r.topic_id not in new_topics:
+            added.setdefault(r.topic_id, []).append(r)
+    for tid, parts in added.items():
+        parts.sort(key=lambda p: p.partition_id)
+        out.append(CreatePartitions(tid, tuple(p.replicas for p in parts)))
+        explained_partitions = True
+    topic_names = {tr.name for tr in topic_records}
+    configs_by_name: dict[str, list[tuple[str, str | None]]] = {}
+    for r in records:
+        if (
+            type(r) is ConfigRecord
+            and r.resource_type == TOPIC_RESOURCE
+            and r.resource_name not in topic_names
+        ):
+            configs_by_name.setdefault(r.resource_name, []).append((r.name, r.value))
+    for name, cfg in configs_by_name.items():
+        out.append(AlterConfigs(name, tuple(cfg)))
+        explained_partitions = True
+    unexplained = 0
+    if not explained_partitions:
+        for r in records:
+            if type(r) is not PartitionChangeRecord:
+                unexplained += 1
+                continue
+            cmd = _partition_command(r, image)
+            if cmd is None:
+                unexplained += 1
+            else:
+                out.append(cmd)
+    return tuple(out), unexplained
+
+
+def _partition_command(r: PartitionChangeRecord, image: MetadataImage) -> Command | None:
+    """A PartitionChangeRecord written alone: an AlterPartition or an admin election."""
+    topic = image.topics.get(r.topic_id)
+    p = None if topic is None else topic.partitions.get(r.partition_id)
+    if p is None:
+        return None
+    if r.leader == NO_LEADER_CHANGE or r.leader == p.leader:
+        if r.isr is None and r.leader_recovery_state == -1:
+            return None
+        return AlterIsr(
+            r.topic_id,
+            r.partition_id,
+            p.isr,
+            p.isr if r.isr is None else r.isr,
+            r.leader_recovery_state,
+        )
+    kind = "unclean" if r.leader >= 0 and r.leader not in p.isr else "preferred"
+    return AdminElect(r.topic_id, r.partition_id, kind)
+
+
+__all__ = [
+    "FENCE_NO",
+    "FENCE_YES",
+    "Facts",
+    "FactsError",
+    "Liveness",
+    "Unit",
+    "read_facts",
+]

@@ -1,0 +1,72 @@
+"""One scenario end to end, without Spark: facts -> counterfactual log -> tables.
+
+The counterfactual log is written as a real segment folder and replayed into
+the history tables by the very functions `spark-replay` runs
+(`spark_replay.one_process.write_tables`: the same decoder, the same
+`segment_replay` rules for causes, unclean flags and offline windows), so the
+actual and the counterfactual tables are built alike and the identity check
+compares like with like. A Spark task runs `scenario_tables` for one scenario.
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from spark_replay.generator import METADATA_DIR, SegmentWriter
+from spark_replay.whatif.engine import run_scenario
+from spark_replay.whatif.facts import Facts
+from spark_replay.whatif.scenario import Scenario
+
+COMPARED = ("leader_elections", "offline_partitions")
+
+
+def write_counterfactual_log(facts: Facts, scenario: Scenario, directory: Path) -> dict[str, Any]:
+    """The scenario's log under directory/__cluster_metadata-0; the engine's stats."""
+    sink = SegmentWriter(directory / METADATA_DIR, segment_bytes=64 * 1024 * 1024)
+    try:
+        stats = run_scenario(facts, scenario, sink)
+    finally:
+        sink.close()
+    return {**stats.to_dict(), "records": sink.next_offset}
+
+
+def history_tables(log_dir: Path, out: Path) -> dict[str, pa.Table]:
+    """leader_elections and offline_partitions of a native log (one process)."""
+    from spark_replay.one_process import write_tables
+
+    write_tables(log_dir, out)
+    return {name: pq.read_table(out / name) for name in COMPARED}
+
+
+def scenario_tables(
+    facts: Facts, scenario: Scenario, work: Path, keep_log: bool = False
+) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+    """The scenario's tables (each with a `scenario` column) and engine stats."""
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "log"
+    stats = write_counterfactual_log(facts, scenario, log)
+    tables = history_tables(log, work / "tables")
+    if not keep_log:
+        shutil.rmtree(log, ignore_errors=True)
+    shutil.rmtree(work / "tables", ignore_errors=True)
+    return {n: with_scenario(t, scenario.name) for n, t in tables.items()}, stats
+
+
+def with_scenario(table: pa.Table, name: str) -> pa.Table:
+    return table.append_column("scenario", pa.array([name] * table.num_rows, pa.string()))
+
+
+def load_facts(path: str | Path) -> Facts:
+    with open(path, "rb") as f:
+        return pickle.load(f)  # noqa: S301 — written by this job's driver, just before
+
+
+def save_facts(facts: Facts, path: str | Path) -> None:
+    with open(path, "wb") as f:
+        pickle.dump(facts, f, protocol=pickle.HIGHEST_PROTOCOL)
