@@ -134,6 +134,44 @@ KEYS: dict[str, ConfigKey] = {
             "cluster default for unclean leader election",
         ),
         ConfigKey(
+            "min.insync.replicas",
+            "int",
+            1,
+            "cluster default of the topic config: an ISR below it keeps eligible leader "
+            "replicas (KIP-966)",
+            at_least(1),
+        ),
+        ConfigKey(
+            "auto.leader.rebalance.enable",
+            "bool",
+            True,
+            "the active controller moves leadership back to preferred replicas by itself",
+        ),
+        ConfigKey(
+            "leader.imbalance.check.interval.seconds",
+            "int",
+            300,
+            "how often the active controller looks for imbalanced partition leaders",
+            at_least(1),
+        ),
+        ConfigKey(
+            "leader.imbalance.max.elections.per.batch",
+            "int",
+            1000,
+            "preferred-leader elections per balancing batch (Kafka's fixed "
+            "MAX_ELECTIONS_PER_IMBALANCE); a check runs batches until none is left",
+            at_least(1),
+        ),
+        ConfigKey(
+            "eligible.leader.replicas.version",
+            "int",
+            1,
+            "the KIP-966 feature level a new cluster bootstraps with (0 turns eligible "
+            "leader replicas off, as kafka-storage format --feature); an existing log "
+            "keeps its own level",
+            lambda v: None if v in (0, 1) else "must be 0 or 1",
+        ),
+        ConfigKey(
             "metadata.max.idle.interval.ms",
             "int",
             500,
@@ -486,6 +524,11 @@ CONTROLLER_KEYS = (
     "broker.heartbeat.interval.ms",
     "broker.session.timeout.ms",
     "unclean.leader.election.enable",
+    "min.insync.replicas",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.max.elections.per.batch",
+    "eligible.leader.replicas.version",
     "metadata.max.idle.interval.ms",
     "metadata.log.max.record.bytes.between.snapshots",
     "metadata.log.max.snapshot.interval.ms",

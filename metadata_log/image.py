@@ -124,6 +124,9 @@ class PartitionRegistration:
     leader_recovery_state: int
     leader_epoch: int
     partition_epoch: int
+    # KIP-966: eligible leader replicas (disjoint from the ISR) and last known ELR
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     def merge(self, rec: PartitionChangeRecord) -> PartitionRegistration:
         """Kafka's PartitionRegistration.merge."""
@@ -144,6 +147,8 @@ class PartitionRegistration:
             ),
             leader_epoch,
             self.partition_epoch + 1,
+            self.elr if rec.eligible_leader_replicas is None else rec.eligible_leader_replicas,
+            self.last_known_elr if rec.last_known_elr is None else rec.last_known_elr,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,7 +161,14 @@ class PartitionRegistration:
             "leader_recovery_state": self.leader_recovery_state,
             "leader_epoch": self.leader_epoch,
             "partition_epoch": self.partition_epoch,
+            "elr": list(self.elr),
+            "last_known_elr": list(self.last_known_elr),
         }
+
+    @property
+    def reassigning(self) -> bool:
+        """A reassignment (KIP-455) is in progress."""
+        return bool(self.adding_replicas or self.removing_replicas)
 
 
 class _PartitionDict(dict):  # type: ignore[type-arg]
@@ -459,6 +471,8 @@ class MetadataImage:
             leader_recovery_state=rec.leader_recovery_state,
             leader_epoch=rec.leader_epoch,
             partition_epoch=rec.partition_epoch,
+            elr=rec.eligible_leader_replicas,
+            last_known_elr=rec.last_known_elr,
         )
         self._set_partition(t, rec.partition_id, new, offset)
 
@@ -561,6 +575,8 @@ class MetadataImage:
                     leader_recovery_state=p.leader_recovery_state,
                     leader_epoch=p.leader_epoch,
                     partition_epoch=p.partition_epoch,
+                    eligible_leader_replicas=p.elr,
+                    last_known_elr=p.last_known_elr,
                 )
         for rtype, rname in sorted(self.configs):
             for key, value in sorted(self.configs[(rtype, rname)].items()):

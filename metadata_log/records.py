@@ -40,6 +40,10 @@ BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 
 METADATA_VERSION_FEATURE = "metadata.version"
+# KIP-966's feature: at level 1 the controller keeps eligible leader replicas.
+ELIGIBLE_LEADER_REPLICAS_FEATURE = "eligible.leader.replicas.version"
+# The first metadata.version whose partition records carry the KIP-966 fields.
+ELR_METADATA_VERSION = 2
 
 
 def new_topic_id(rng: Any | None = None) -> str:
@@ -120,6 +124,10 @@ class PartitionRecord:
     leader_recovery_state: int = RECOVERED
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # KIP-966 (version 1, metadata.version 2): replicas cut from an ISR below
+    # min.insync.replicas that may still lead cleanly, and the last known leader.
+    eligible_leader_replicas: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +152,9 @@ class PartitionChangeRecord:
     removing_replicas: tuple[int, ...] | None = None
     adding_replicas: tuple[int, ...] | None = None
     leader_recovery_state: int = LEADER_RECOVERY_UNCHANGED
+    # KIP-966 (version 1, metadata.version 2); None: unchanged
+    eligible_leader_replicas: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,9 +321,17 @@ ALL_RECORD_TYPES: tuple[type, ...] = DATA_RECORD_TYPES + CONTROL_RECORD_TYPES
 
 # cls -> version -> number of leading fields that version carries.
 FIELD_COUNTS: dict[type, dict[int, int]] = {cls: {0: len(fields(cls))} for cls in ALL_RECORD_TYPES}
+# Version 1 of the partition records adds KIP-966's two fields at the end.
+FIELD_COUNTS[PartitionRecord] = {0: 10, 1: 12}
+FIELD_COUNTS[PartitionChangeRecord] = {0: 8, 1: 10}
 # metadata.version level -> cls -> highest version a writer at that level may use.
 RECORD_VERSIONS: dict[int, dict[type, int]] = {
     1: {cls: 0 for cls in ALL_RECORD_TYPES},
+    ELR_METADATA_VERSION: {
+        **{cls: 0 for cls in ALL_RECORD_TYPES},
+        PartitionRecord: 1,
+        PartitionChangeRecord: 1,
+    },
 }
 MIN_METADATA_VERSION = min(RECORD_VERSIONS)
 # Highest metadata.version this code understands (what a fresh cluster bootstraps at).

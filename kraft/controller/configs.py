@@ -7,6 +7,7 @@ from collections.abc import Callable
 from kraft.controller.errors import ApiError
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 
 def _long_at_least(lo: int) -> Callable[[str], bool]:
@@ -39,7 +40,7 @@ TOPIC_CONFIGS: dict[str, tuple[Callable[[str], bool], str]] = {
     "segment.bytes": (_long_at_least(14), "an integer >= 14"),
     "segment.ms": (_long_at_least(1), "an integer >= 1"),
     "max.message.bytes": (_long_at_least(0), "an integer >= 0"),
-    "min.insync.replicas": (_long_at_least(1), "an integer >= 1"),
+    MIN_INSYNC_REPLICAS: (_long_at_least(1), "an integer >= 1"),
     "message.timestamp.type": (
         _one_of("CreateTime", "LogAppendTime"),
         "CreateTime or LogAppendTime",

@@ -28,6 +28,8 @@ HTTP_STATUS: dict[str, int] = {
     "NOT_LEADER_OR_FOLLOWER": 409,
     "ELIGIBLE_LEADERS_NOT_AVAILABLE": 409,
     "PREFERRED_LEADER_NOT_AVAILABLE": 409,
+    # KIP-455: a cancel (replicas null) for a partition with no reassignment
+    "NO_REASSIGNMENT_IN_PROGRESS": 409,
     # KIP-853 voter changes
     "DUPLICATE_VOTER": 409,
     "CONCURRENT_VOTER_CHANGE": 409,

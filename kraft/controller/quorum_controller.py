@@ -18,17 +18,24 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kraft.controller.configs import UNCLEAN_LEADER_ELECTION_ENABLE, validate_topic_configs
+from kraft.controller import reassignment
+from kraft.controller.balance import LeaderBalancer, balance_reply
+from kraft.controller.configs import (
+    MIN_INSYNC_REPLICAS,
+    UNCLEAN_LEADER_ELECTION_ENABLE,
+    validate_topic_configs,
+)
 from kraft.controller.errors import ApiError, invalid
 from kraft.controller.heartbeat import BrokerControlState, BrokerHeartbeatManager
 from kraft.controller.partition_change import Election, PartitionChangeBuilder, removal_change
 from kraft.controller.placement import place_replicas
 from kraft.controller.requests import (
     AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
     CreatePartitionsRequest,
@@ -36,8 +43,10 @@ from kraft.controller.requests import (
     ElectLeadersRequest,
     RegisterBrokerRequest,
 )
-from metadata_log.image import MetadataImage, PartitionRegistration
+from metadata_log.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata_log.records import (
+    ELIGIBLE_LEADER_REPLICAS_FEATURE,
+    ELR_METADATA_VERSION,
     FENCE_YES,
     LATEST_METADATA_VERSION,
     METADATA_VERSION_FEATURE,
@@ -80,6 +89,14 @@ class ControllerConfig:
     unclean_leader_election_enable: bool = False  # cluster default; topics may override
     max_partitions_per_request: int = 100_000
     max_topics: int = 100_000
+    min_insync_replicas: int = 1  # cluster default; topics may override (KIP-966)
+    # automatic preferred-leader balancing (Kafka's maybeBalancePartitionLeaders)
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_max_elections_per_batch: int = 1000
+    # eligible.leader.replicas.version written when a new cluster bootstraps
+    # (kafka-storage format --feature); an existing log keeps its own level
+    bootstrap_eligible_leader_replicas_version: int = 1
 
 
 @dataclass(frozen=True)
@@ -105,7 +122,10 @@ class ControllerResult:
 
 
 class ReplicationIndex:
-    """Partitions by ISR member, by leader, and leaderless: Kafka's BrokersToIsrs.
+    """Partitions by ISR member, by ELR member, by leader, and leaderless (Kafka's
+    BrokersToIsrs and BrokersToElrs); the ones being reassigned; the ones whose
+    leader is not their preferred replica (Kafka's imbalancedPartitions, counted
+    for preferredreplicaimbalancecount).
 
     Kept current by the image's partition listener, also when it reverts.
     Invariant: mirrors exactly the partitions of the image.
@@ -113,8 +133,11 @@ class ReplicationIndex:
 
     def __init__(self) -> None:
         self.in_isr: dict[int, set[PartitionKey]] = {}
+        self.in_elr: dict[int, set[PartitionKey]] = {}
         self.led_by: dict[int, set[PartitionKey]] = {}
         self.leaderless: set[PartitionKey] = set()
+        self.reassigning: set[PartitionKey] = set()
+        self.imbalanced: set[PartitionKey] = set()
 
     def partition_changed(
         self,
@@ -150,6 +173,27 @@ class ReplicationIndex:
                     self.led_by.setdefault(new_leader, set()).add(key)
                 else:
                     self.leaderless.add(key)
+        old_elr = () if old is None else old.elr
+        new_elr = () if new is None else new.elr
+        if old_elr != new_elr:
+            for b in old_elr:
+                if b not in new_elr:
+                    s = self.in_elr.get(b)
+                    if s is not None:
+                        s.discard(key)
+            for b in new_elr:
+                if b not in old_elr:
+                    self.in_elr.setdefault(b, set()).add(key)
+        if new is not None and (new.adding_replicas or new.removing_replicas):
+            self.reassigning.add(key)
+        else:
+            self.reassigning.discard(key)
+        # Kafka's hasPreferredLeader: the leader is the first replica (a
+        # leaderless partition counts as imbalanced too, as in Kafka's metric)
+        if new is not None and new.replicas and new.leader != new.replicas[0]:
+            self.imbalanced.add(key)
+        else:
+            self.imbalanced.discard(key)
 
     def leads_any(self, broker_id: int) -> bool:
         return bool(self.led_by.get(broker_id))
@@ -170,6 +214,8 @@ class QuorumController:
         # The offset of each broker's last registration change replayed here (none:
         # before the snapshot this image started from, so committed).
         self._broker_changed_at: dict[int, int] = {}
+        # The active controller's leader-balancing round (soft state).
+        self._balancer = LeaderBalancer()
 
     # ---------------------------------------------------------------- state
 
@@ -265,6 +311,7 @@ class QuorumController:
             if b.broker_id in self._shutdown_offsets:
                 hb.mark_controlled_shutdown(b.broker_id, self._shutdown_offsets[b.broker_id])
         self.heartbeats = hb
+        self._balancer.reset()
         self.image.enable_journal()
 
     def deactivate(self, committed_offset: int) -> None:
@@ -273,6 +320,7 @@ class QuorumController:
             self.image.revert_to(committed_offset)
         self.image.disable_journal()
         self.heartbeats = None
+        self._balancer.reset()
 
     def on_commit(self, offset: int) -> None:
         self.image.commit_to(offset)
@@ -297,15 +345,48 @@ class QuorumController:
             return self.config.unclean_leader_election_enable
         return value == "true"
 
+    def elr_enabled(self) -> bool:
+        """KIP-966 is on: the feature eligible.leader.replicas.version >= 1."""
+        return self.image.features.get(ELIGIBLE_LEADER_REPLICAS_FEATURE, 0) >= 1
+
+    def min_isr(self, topic: TopicImage) -> int:
+        """Kafka's getTopicEffectiveMinIsr: min.insync.replicas (the topic's, else
+        the cluster default), at most the replication factor."""
+        value = self.image.configs.get((TOPIC_RESOURCE, topic.name), {}).get(MIN_INSYNC_REPLICAS)
+        configured = self.config.min_insync_replicas if value is None else int(value)
+        first = topic.partitions.get(0)
+        return configured if first is None else min(configured, len(first.replicas))
+
+    def partition_builder(
+        self,
+        topic: TopicImage,
+        partition_id: int,
+        acceptable: Callable[[int], bool] | None = None,
+        unclean: bool | None = None,
+    ) -> PartitionChangeBuilder:
+        """A builder with the topic's unclean setting, min ISR and the ELR feature."""
+        return PartitionChangeBuilder(
+            topic.partitions[partition_id],
+            topic.topic_id,
+            partition_id,
+            self._acceptable if acceptable is None else acceptable,
+            self._unclean_enabled(topic.name) if unclean is None else unclean,
+            min_isr=self.min_isr(topic),
+            elr_enabled=self.elr_enabled(),
+        )
+
     def _partition_updates(
         self,
         keys: Iterable[PartitionKey],
         broker_to_remove: int | None,
         broker_to_add: int | None = None,
+        unclean_shutdown: int | None = None,
     ) -> list[MetadataRecord]:
         """Kafka's generateLeaderAndIsrUpdates: take a broker out of ISRs and
         leaderships, or elect leaders now that a broker is coming back."""
-        updates = self._iter_partition_updates(keys, broker_to_remove, broker_to_add)
+        updates = self._iter_partition_updates(
+            keys, broker_to_remove, broker_to_add, unclean_shutdown
+        )
         return [r for r in updates if r is not None]
 
     def _iter_partition_updates(
@@ -313,6 +394,7 @@ class QuorumController:
         keys: Iterable[PartitionKey],
         broker_to_remove: int | None,
         broker_to_add: int | None = None,
+        unclean_shutdown: int | None = None,
     ) -> Iterator[MetadataRecord | None]:
         """_partition_updates one record at a time (the image must not change
         meanwhile), and None after every KEYS_PER_TURN keys grouped: a turn of
@@ -321,9 +403,12 @@ class QuorumController:
         # and each topic's unclean setting, are computed once, not per partition (a
         # dict's bound get: no Python call per replica; None for an unknown broker).
         acceptable = {
-            b: b != broker_to_remove and (b == broker_to_add or self._acceptable(b))
+            b: b != broker_to_remove
+            and b != unclean_shutdown
+            and (b == broker_to_add or self._acceptable(b))
             for b in self.image.brokers
         }.get
+        elr = self.elr_enabled()
 
         # In (topic id, partition id) order; grouped first, as sorting 100k
         # (str, int) pairs of one topic compares the same long string 1.7M times.
@@ -340,30 +425,57 @@ class QuorumController:
             topic = self.image.topics[topic_id]
             partitions = topic.partitions
             unclean = self._unclean_enabled(topic.name)
-            if broker_to_remove is not None:
+            min_isr = self.min_isr(topic)
+            if broker_to_remove is not None and unclean_shutdown is None:
                 # a fence: removal_change is the builder's rule without a builder
                 b = broker_to_remove
                 for pid in sorted(by_topic[topic_id]):
-                    rec = removal_change(partitions[pid], topic_id, pid, b, acceptable, unclean)
+                    rec = removal_change(
+                        partitions[pid], topic_id, pid, b, acceptable, unclean, min_isr, elr
+                    )
                     if rec is not None:
                         yield rec
                 continue
+            gone = tuple(b for b in (broker_to_remove, unclean_shutdown) if b is not None)
             for pid in sorted(by_topic[topic_id]):
                 p = partitions[pid]
-                rec = PartitionChangeBuilder(p, topic_id, pid, acceptable, unclean).build()
+                builder = PartitionChangeBuilder(
+                    p, topic_id, pid, acceptable, unclean, min_isr=min_isr, elr_enabled=elr
+                )
+                if gone:
+                    builder.set_target_isr([r for r in p.isr if r not in gone])
+                if unclean_shutdown is not None:
+                    builder.set_unclean_shutdown_replicas((unclean_shutdown,))
+                rec = builder.build()
                 if rec is not None:
                     yield rec
 
-    def _keys_of(self, broker_id: int) -> Iterator[PartitionKey]:
-        """The partitions whose ISR holds or that are led by `broker_id`, each once
-        (lazily: a set union of two million keys stopped the loop)."""
+    def _keys_of(self, broker_id: int, with_elr: bool = False) -> Iterator[PartitionKey]:
+        """The partitions whose ISR (or ELR) holds or that are led by `broker_id`,
+        each once (lazily: a set union of two million keys stopped the loop)."""
         empty: set[PartitionKey] = set()
         in_isr = self.index.in_isr.get(broker_id, empty)
+        led = self.index.led_by.get(broker_id, empty)
         yield from in_isr
-        yield from (k for k in self.index.led_by.get(broker_id, empty) if k not in in_isr)
+        yield from (k for k in led if k not in in_isr)
+        if with_elr:
+            yield from (
+                k
+                for k in self.index.in_elr.get(broker_id, empty)
+                if k not in in_isr and k not in led
+            )
 
     def _remove_broker_from_partitions(self, broker_id: int) -> list[MetadataRecord]:
         return self._partition_updates(self._keys_of(broker_id), broker_to_remove=broker_id)
+
+    def _forget_broker(self, broker_id: int) -> list[MetadataRecord]:
+        """Take `broker_id` out of every ISR, ELR and leadership: an unclean
+        shutdown (KIP-966's handleBrokerUncleanShutdown) or an unregistration."""
+        return self._partition_updates(
+            self._keys_of(broker_id, with_elr=True),
+            broker_to_remove=broker_id,
+            unclean_shutdown=broker_id,
+        )
 
     # ---------------------------------------------------------------- brokers
 
@@ -414,7 +526,15 @@ class QuorumController:
             in_controlled_shutdown=False,
         )
         records: list[MetadataRecord] = [record]
-        if existing is not None and not existing.fenced:
+        if (
+            existing is not None
+            and self.elr_enabled()
+            and req.previous_broker_epoch != existing.broker_epoch
+        ):
+            # KIP-966: a restart after an unclean shutdown (its log may have lost
+            # acknowledged data) takes the broker out of every ISR and ELR
+            records += self._forget_broker(req.broker_id)
+        elif existing is not None and not existing.fenced:
             # The previous registration was still unfenced (its session expired before
             # the fence ran, or the same incarnation retries): the new one starts
             # fenced, so it must leave its leaderships and shared ISRs in the same
@@ -471,11 +591,7 @@ class QuorumController:
             elif nxt is S.UNFENCED:
                 records = [UnfenceBrokerRecord(req.broker_id, b.broker_epoch)]
                 records += self._partition_updates(
-                    {
-                        k
-                        for k in self.index.leaderless
-                        if req.broker_id in self.image.topics[k[0]].partitions[k[1]].isr
-                    },
+                    self._leaderless_it_may_lead(req.broker_id),
                     broker_to_remove=None,
                     broker_to_add=req.broker_id,
                 )
@@ -537,6 +653,17 @@ class QuorumController:
             "should_shut_down": False,
         }
 
+    def _leaderless_it_may_lead(self, broker_id: int) -> set[PartitionKey]:
+        """Leaderless partitions `broker_id` may lead once unfenced: in the ISR, in
+        the ELR, or their last known leader (KIP-966)."""
+        topics = self.image.topics
+        out: set[PartitionKey] = set()
+        for k in self.index.leaderless:
+            p = topics[k[0]].partitions[k[1]]
+            if broker_id in p.isr or broker_id in p.elr or p.last_known_elr == (broker_id,):
+                out.add(k)
+        return out
+
     def next_fence_check_ms(self) -> int | None:
         return None if self.heartbeats is None else self.heartbeats.next_check_time_ms()
 
@@ -574,9 +701,52 @@ class QuorumController:
             raise ApiError("BROKER_ID_NOT_REGISTERED", f"broker {broker_id} is not registered")
         if not b.fenced and hb.has_valid_session(broker_id, now_ms):
             raise invalid(f"broker {broker_id} still has a live session; stop it first")
-        records = self._remove_broker_from_partitions(broker_id)
+        # Kafka's handleBrokerUnregistered: out of every ISR and ELR
+        records = self._forget_broker(broker_id)
         records.append(UnregisterBrokerRecord(broker_id, b.broker_epoch))
         return ControllerResult(tuple(records), {"broker_id": broker_id})
+
+    # ---------------------------------------------------------------- KIP-455, balancing
+
+    def alter_partition_reassignments(
+        self, req: AlterPartitionReassignmentsRequest, now_ms: int
+    ) -> ControllerResult:
+        """Start or cancel reassignments (kraft/controller/reassignment.py). The
+        whole plan is validated first: a bad entry raises ApiError (Kafka's name)
+        and nothing is written. Reply: {"partitions": [{"topic", "partition",
+        "replicas", "adding_replicas", "removing_replicas"}]}, as after the write."""
+        self.now_ms = now_ms
+        self._hb()
+        records, reply = reassignment.alter_partition_reassignments(self, req)
+        return ControllerResult(tuple(records), reply)
+
+    def list_partition_reassignments(self) -> list[dict[str, Any]]:
+        """The ongoing reassignments (read-only, from this node's image)."""
+        return reassignment.list_partition_reassignments(self)
+
+    def maybe_balance_partition_leaders(self, now_ms: int) -> ControllerResult | None:
+        """One bounded batch of preferred-leader elections (cause REBALANCE), or None
+        when no partition is imbalanced or auto.leader.rebalance.enable is false.
+        Reply {"elections", "more", "imbalanced"}: while `more`, call again at once
+        (after replaying this batch); else wait leader.imbalance.check.interval.seconds."""
+        self.now_ms = now_ms
+        self._hb()
+        if not self.config.auto_leader_rebalance_enable:
+            return None
+        batch = self._balancer.next_batch(
+            self, self.config.leader_imbalance_max_elections_per_batch
+        )
+        if batch is None:
+            return None
+        records, more = batch
+        return ControllerResult(
+            tuple(records), balance_reply(len(records), more, len(self.index.imbalanced))
+        )
+
+    def imbalanced_partition_count(self) -> int:
+        """Partitions whose leader is not their preferred replica (Kafka's
+        preferredreplicaimbalancecount), kept by replay."""
+        return len(self.index.imbalanced)
 
     def noop(self) -> ControllerResult:
         return ControllerResult((NoOpRecord(),))
@@ -584,8 +754,13 @@ class QuorumController:
     def bootstrap_records(self) -> list[MetadataRecord]:
         """What the first active controller of an empty log writes (metadata.version)."""
         if METADATA_VERSION_FEATURE in self.image.features:
-            return []
-        return [FeatureLevelRecord(METADATA_VERSION_FEATURE, LATEST_METADATA_VERSION)]
+            return []  # an existing log keeps its levels (ELR stays off if absent)
+        records = [FeatureLevelRecord(METADATA_VERSION_FEATURE, LATEST_METADATA_VERSION)]
+        elr = self.config.bootstrap_eligible_leader_replicas_version
+        if elr and LATEST_METADATA_VERSION >= ELR_METADATA_VERSION:
+            # new clusters keep eligible leader replicas, as Kafka 4.1 does
+            records.append(FeatureLevelRecord(ELIGIBLE_LEADER_REPLICAS_FEATURE, elr))
+        return records
 
     # ---------------------------------------------------------------- topics
 
@@ -781,9 +956,8 @@ class QuorumController:
         if req.configs.get(UNCLEAN_LEADER_ELECTION_ENABLE) == "true":
             topic = self.image.topic_by_name(req.name)
             keys = [k for k in self.index.leaderless if k[0] == topic.topic_id]
-            for topic_id, pid in sorted(keys):
-                p = topic.partitions[pid]
-                rec = PartitionChangeBuilder(p, topic_id, pid, self._acceptable, True).build()
+            for _topic_id, pid in sorted(keys):
+                rec = self.partition_builder(topic, pid, unclean=True).build()
                 if rec is not None:
                     records.append(rec)
         return ControllerResult(tuple(records), {"name": req.name, "configs": merged})
@@ -851,7 +1025,7 @@ class QuorumController:
                     f"broker {m.broker_id} epoch {m.broker_epoch} is not its current epoch {mb.broker_epoch}",
                 )
         rec = (
-            PartitionChangeBuilder(p, req.topic_id, req.partition_id, self._acceptable)
+            self.partition_builder(topic, req.partition_id, unclean=False)
             .set_target_isr(new_isr)
             .set_target_leader_recovery_state(req.leader_recovery_state)
             .build()
@@ -872,9 +1046,7 @@ class QuorumController:
                 f"partition {req.topic}-{req.partition} does not exist",
             )
         election = Election.PREFERRED if req.type == "preferred" else Election.UNCLEAN
-        builder = PartitionChangeBuilder(
-            p, topic.topic_id, req.partition, self._acceptable
-        ).set_election(election)
+        builder = self.partition_builder(topic, req.partition, unclean=False).set_election(election)
         result = builder.elect_leader()
         if election is Election.PREFERRED:
             preferred = p.replicas[0]
@@ -913,6 +1085,11 @@ def partition_reply(topic_id: str, partition_id: int, p: PartitionRegistration) 
         "isr": list(p.isr),
         "partition_epoch": p.partition_epoch,
         "leader_recovery_state": p.leader_recovery_state,
+        "replicas": list(p.replicas),
+        "adding_replicas": list(p.adding_replicas),
+        "removing_replicas": list(p.removing_replicas),
+        "elr": list(p.elr),
+        "last_known_elr": list(p.last_known_elr),
     }
 
 

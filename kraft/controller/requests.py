@@ -79,6 +79,9 @@ class RegisterBrokerRequest:
     listeners: tuple[Endpoint, ...]
     rack: str | None
     features: tuple[BrokerFeature, ...]
+    # KIP-966: the epoch of the broker's last registration if it shut down
+    # cleanly, else -1 (an unclean shutdown takes it out of every ELR)
+    previous_broker_epoch: int = -1
 
     @classmethod
     def parse(cls, body: Any) -> RegisterBrokerRequest:
@@ -119,6 +122,7 @@ class RegisterBrokerRequest:
             listeners=tuple(listeners),
             rack=_field(body, "rack", _is_opt_str, "a string or null", None),
             features=tuple(features),
+            previous_broker_epoch=_field(body, "previous_broker_epoch", _is_int, "an integer", -1),
         )
 
 
@@ -281,6 +285,62 @@ class ElectLeadersRequest:
             partition=_field(body, "partition", _is_nonneg_int, "an integer >= 0"),
             type=kind,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentTarget:
+    """One partition of a reassignment plan; `replicas` None cancels (KIP-455)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReassignmentsRequest:
+    partitions: tuple[ReassignmentTarget, ...]
+
+
+REASSIGNMENT_PLAN_VERSION = 1
+
+
+def parse_reassignment_plan(body: Any) -> AlterPartitionReassignmentsRequest:
+    """kafka-reassign-partitions' JSON: ``{"version": 1, "partitions": [{"topic": T,
+    "partition": P, "replicas": [B, ...] | null}, ...]}``. Only the shape is checked
+    here (the controller judges topics and brokers); a partition named twice is
+    refused, as Kafka's tool does."""
+    body = _require_dict(body)
+    version = _field(body, "version", _is_int, "an integer", REASSIGNMENT_PLAN_VERSION)
+    if version != REASSIGNMENT_PLAN_VERSION:
+        raise invalid(f"field 'version' must be {REASSIGNMENT_PLAN_VERSION}, got {version!r}")
+    items = _field(body, "partitions", _is_list, "a list")
+    if not items:
+        raise invalid("field 'partitions' must list at least one partition")
+    out: list[ReassignmentTarget] = []
+    seen: set[tuple[str, int]] = set()
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise invalid(f"partitions[{i}] must be an object")
+        where = f"partitions[{i}]"
+        for key in item:
+            if key not in ("topic", "partition", "replicas", "log_dirs"):
+                raise invalid(f"{where} has an unknown field {key!r}")
+        topic = item.get("topic")
+        if not _is_str(topic) or not topic:
+            raise invalid(f"{where}.topic must be a non-empty string, got {topic!r}")
+        partition = item.get("partition")
+        if not _is_nonneg_int(partition):
+            raise invalid(f"{where}.partition must be an integer >= 0, got {partition!r}")
+        if "replicas" not in item:
+            raise invalid(f"{where} is missing field 'replicas' (null cancels)")
+        raw = item["replicas"]
+        replicas = None if raw is None else _int_list(raw, f"{where}.replicas")
+        key = (topic, partition)
+        if key in seen:
+            raise invalid(f"{where}: partition {topic}-{partition} appears twice in the plan")
+        seen.add(key)
+        out.append(ReassignmentTarget(topic, partition, replicas))
+    return AlterPartitionReassignmentsRequest(tuple(out))
 
 
 def parse_int(text: str, name: str) -> int:

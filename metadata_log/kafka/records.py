@@ -229,6 +229,9 @@ def _partition(f: dict[str, Any]) -> Record:
         f["leader_recovery_state"],
         f["leader_epoch"],
         f["partition_epoch"],
+        # KIP-966 (v2, tagged, nullable): absent or null is none
+        tuple(f.get("eligible_leader_replicas") or ()),
+        tuple(f.get("last_known_elr") or ()),
     )
 
 
@@ -242,7 +245,14 @@ def _partition_change(f: dict[str, Any]) -> Record:
         f["removing_replicas"],
         f["adding_replicas"],
         f["leader_recovery_state"],
+        # KIP-966 (v2, tagged, nullable): null is unchanged
+        _opt_tuple(f.get("eligible_leader_replicas")),
+        _opt_tuple(f.get("last_known_elr")),
     )
+
+
+def _opt_tuple(v: Any) -> tuple[int, ...] | None:
+    return None if v is None else tuple(v)
 
 
 def _voters(f: dict[str, Any]) -> Record:

@@ -230,12 +230,12 @@ def to_kafka(rec: Record) -> tuple[str, int, dict[str, Any]]:
         case "PartitionRecord":
             fields = _fields(rec)
             fields["directories"] = (ZERO_UUID,) * len(rec.replicas)
-            return name, 1, fields
+            return name, *_with_elr(fields, ())
         case "PartitionChangeRecord":
             fields = _fields(rec)
             if rec.replicas is not None:
                 fields["directories"] = (ZERO_UUID,) * len(rec.replicas)
-            return name, 1, fields
+            return name, *_with_elr(fields, None)
         case "BrokerRegistrationChangeRecord":
             return name, 1, _fields(rec)
         case "BeginTransactionRecord":
@@ -265,6 +265,19 @@ def to_kafka(rec: Record) -> tuple[str, int, dict[str, Any]]:
 
 def _fields(rec: Record) -> dict[str, Any]:
     return {n: getattr(rec, n) for n in rec.__dataclass_fields__}
+
+
+_ELR_FIELDS = ("eligible_leader_replicas", "last_known_elr")
+
+
+def _with_elr(fields: dict[str, Any], unset: Any) -> tuple[int, dict[str, Any]]:
+    """(version, fields) of a partition record: v1 as a 3.7 cluster writes it, or
+    v2 (KIP-966's tagged ELR fields, Kafka 4) when the record carries them."""
+    if all(fields[f] == unset for f in _ELR_FIELDS):
+        for f in _ELR_FIELDS:
+            del fields[f]
+        return 1, fields
+    return 2, fields
 
 
 def encode_native_batch(

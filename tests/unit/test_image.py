@@ -14,6 +14,7 @@ from metadata_log.image import (
     PartitionRegistration,
 )
 from metadata_log.records import (
+    LATEST_METADATA_VERSION,
     TOPIC_RESOURCE,
     AbortTransactionRecord,
     BeginTransactionRecord,
@@ -44,7 +45,7 @@ def test_story_replays_to_expected_image(story_batches) -> None:
     image = story_image(story_batches)
     assert image.offset == 26
     assert image.last_append_time_ms == 1_700_000_021_250  # the story's clock at its end
-    assert image.features == {"metadata.version": 1}
+    assert image.features == {"metadata.version": LATEST_METADATA_VERSION}
     assert image.configs == {}
 
     regs = {
@@ -65,7 +66,7 @@ def test_story_replays_to_expected_image(story_batches) -> None:
             broker_epoch=epoch,
             incarnation_id=regs[bid].incarnation_id,
             endpoints=(Endpoint("PLAINTEXT", "127.0.0.1", 9091 + bid, "PLAINTEXT"),),
-            features=(BrokerFeature("metadata.version", 1, 1),),
+            features=(BrokerFeature("metadata.version", 1, LATEST_METADATA_VERSION),),
             rack="rack-" + "abc"[bid - 1],
             fenced=fenced,
             in_controlled_shutdown=shutdown,

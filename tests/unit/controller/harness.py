@@ -17,12 +17,22 @@ CLUSTER = "test-cluster"
 
 
 class Harness:
-    def __init__(self, session_timeout_ms: int = 9000, seed: int = 1) -> None:
+    def __init__(
+        self,
+        session_timeout_ms: int = 9000,
+        seed: int = 1,
+        elr: bool = True,
+        min_insync_replicas: int = 1,
+    ) -> None:
+        # elr=False: a cluster bootstrapped with eligible.leader.replicas.version=0
+        # (Kafka 3.x semantics: the last ISR member stays in the ISR)
         self.config = ControllerConfig(
             node_id=3000,
             controller_ids=frozenset({3000, 3001, 3002}),
             cluster_id=CLUSTER,
             session_timeout_ms=session_timeout_ms,
+            min_insync_replicas=min_insync_replicas,
+            bootstrap_eligible_leader_replicas_version=1 if elr else 0,
         )
         self.c = QuorumController(self.config, random.Random(seed))
         self.log: list[tuple[int, MetadataRecord]] = []

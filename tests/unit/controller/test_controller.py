@@ -202,7 +202,7 @@ def test_fencing_one_at_a_time_in_last_contact_order() -> None:
 
 def test_each_fence_sees_the_previous_one() -> None:
     """Two silent brokers of one partition: the second fence keeps the last ISR member."""
-    h = Harness(session_timeout_ms=1000)
+    h = Harness(session_timeout_ms=1000, elr=False)  # Kafka 3.x semantics
     for b in (1, 2):
         h.unfenced_broker(b)
     h.create_topic("t", [[1, 2]])
@@ -422,7 +422,7 @@ def test_preferred_and_unclean_elections() -> None:
 
 
 def test_unclean_election_enabled_by_topic_config() -> None:
-    h = Harness(session_timeout_ms=1000)
+    h = Harness(session_timeout_ms=1000, elr=False)  # Kafka 3.x semantics
     for b in (1, 2):
         h.unfenced_broker(b)
     h.create_topic("t", [[1, 2]])
@@ -476,7 +476,7 @@ def test_reregistration_of_an_unfenced_broker_moves_its_leaderships_first() -> N
     """A new incarnation whose predecessor's session expired before the fence ran
     (or the same incarnation retrying): the new registration is fenced, so the
     broker must not stay leader or in an ISR it shares (a fenced broker leads nothing)."""
-    h = Harness(session_timeout_ms=1000)
+    h = Harness(session_timeout_ms=1000, elr=False)  # Kafka 3.x semantics
     for b in (1, 2):
         h.unfenced_broker(b)
     tid = h.create_topic("t", [[1, 2]])
@@ -504,7 +504,7 @@ def test_reregistration_of_an_unfenced_broker_moves_its_leaderships_first() -> N
 
 
 def test_unclean_election_on_request_then_recovery_ends_by_alter_partition() -> None:
-    h = Harness(session_timeout_ms=1000)
+    h = Harness(session_timeout_ms=1000, elr=False)  # Kafka 3.x semantics
     for b in (1, 2, 3):
         h.unfenced_broker(b)
     h.create_topic("t", [[1, 2, 3]])

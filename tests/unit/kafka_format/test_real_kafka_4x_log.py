@@ -98,11 +98,16 @@ def test_eligible_leader_replicas_are_decoded_and_the_native_change_keeps_its_me
     shrink = changes[3594]
     assert shrink.version == 2
     assert shrink.fields["eligible_leader_replicas"] == (1,) and shrink.fields["isr"] == ()
-    assert shrink.native == PartitionChangeRecord(TOPIC, 0, isr=(), leader=-1)
+    # the fence: the last ISR member moves to the ELR and is the last known leader
+    assert shrink.native == PartitionChangeRecord(
+        TOPIC, 0, isr=(), leader=-1, eligible_leader_replicas=(1,), last_known_elr=(1,)
+    )
+    # its unclean restart takes it out of the ELR
     assert changes[3599].fields["eligible_leader_replicas"] == ()
-    assert changes[3599].native == PartitionChangeRecord(TOPIC, 0)  # nothing the model holds
+    assert changes[3599].native == PartitionChangeRecord(TOPIC, 0, eligible_leader_replicas=())
+    # unfenced, the last known leader leads again, RECOVERING (Kafka's balanced recovery)
     assert changes[3602].native == PartitionChangeRecord(
-        TOPIC, 0, isr=(1,), leader=1, leader_recovery_state=1
+        TOPIC, 0, isr=(1,), leader=1, leader_recovery_state=1, last_known_elr=()
     )
     image = MetadataImage()
     for r in records:
