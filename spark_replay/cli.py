@@ -298,6 +298,11 @@ def _under_spark_submit() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["what-if"]:  # issue 20: spark_replay/whatif
+        from spark_replay.whatif.cli import main as what_if
+
+        return what_if(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         as_of_time = parse_time_ms(args.as_of_time) if args.as_of_time else None

@@ -664,3 +664,107 @@ pre{{background:#f4f4f4;padding:1em}}</style>
 </body></html>
 """
     (out_dir / "report.html").write_text(page)
+
+
+# ----------------------------------------------------------------------------- what if (issue 20)
+
+WHATIF_BEGIN, WHATIF_END = "<!-- what-if -->", "<!-- /what-if -->"
+
+
+def _whatif_plot(summary: dict[str, Any]) -> str:
+    """Offline partitions over time: the actual and every scenario on one axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t0 = summary["first_time_ms"]
+    unit, unit_name = _time_unit(summary["last_time_ms"] - t0)
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    lines = [summary["actual"], *summary["scenarios"]]
+    for i, s in enumerate(lines):
+        pts = [*s["metrics"]["offline_series"], [summary["last_time_ms"], None]]
+        xs = [(p[0] - t0) / unit for p in pts]
+        ys = [p[1] for p in pts[:-1]]
+        ys.append(ys[-1] if ys else 0)
+        ax.step(
+            xs,
+            ys,
+            where="post",
+            linewidth=2.2 if i == 0 else 1.2,
+            color="black" if i == 0 else None,
+            label=s["name"],
+        )
+    ax.set_xlabel(f"time since the log's first record ({unit_name})")
+    ax.set_ylabel("partitions offline")
+    ax.legend(fontsize=8, loc="upper right")
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def whatif_section_html(summary: dict[str, Any]) -> str:
+    """The "What if" section: actual and counterfactual side by side, and the plot."""
+    cols = [summary["actual"], *summary["scenarios"]]
+    rows = [
+        ("Offline partition-seconds", "offline_partition_seconds"),
+        ("Most partitions offline at once", "max_offline_at_once"),
+        ("Partitions ever offline", "partitions_ever_offline"),
+        ("Unclean elections (data may be lost)", "unclean_elections"),
+        ("Partitions with an unclean election", "unclean_partitions"),
+        ("Leadership moves", "leadership_moves"),
+        ("Elections", "elections"),
+    ]
+    head = "".join(f"<th>{html.escape(c['name'])}</th>" for c in cols)
+    body = "".join(
+        f"<tr><td>{label}</td>" + "".join(f"<td>{c['metrics'][key]}</td>" for c in cols) + "</tr>"
+        for label, key in rows
+    )
+    unclean = "".join(
+        f"<li><b>{html.escape(s['name'])}</b>: "
+        + html.escape(
+            ", ".join(
+                f"{u['topic']}-{u['partition_id']} @ offset {u['offset']}"
+                for u in s["metrics"]["unclean_at"][:10]
+            )
+            or "none"
+        )
+        + "</li>"
+        for s in cols
+    )
+    ident = summary["identity"]
+    if ident["holds"]:
+        ident_text = "holds: the in-force scenario reproduces both tables row for row"
+    else:
+        n = {k: v["differing_rows"] for k, v in ident["tables"].items()}
+        ident_text = f"does not hold: differing rows {n} (listed in whatif_summary.json)"
+    settings = ", ".join(f"{k}={v}" for k, v in summary["in_force"].items())
+    return f"""{WHATIF_BEGIN}
+<h2>What if</h2>
+<p>The log's facts replayed through the controller's own code under other settings
+(docs/what-if.md). In force: {html.escape(settings)}. Identity check {html.escape(ident_text)}.</p>
+<table><tr><th></th>{head}</tr>{body}</table>
+<h3>Unclean elections (partition @ offset, first ten)</h3><ul>{unclean}</ul>
+<img alt="offline partitions over time" src="data:image/png;base64,{_whatif_plot(summary)}">
+{WHATIF_END}
+"""
+
+
+def write_whatif_section(out_dir: Path, summary: dict[str, Any]) -> None:
+    """Put the section into OUT/report.html (replacing an earlier one), or write a
+    page of its own when spark-replay has not written a report there."""
+    section = whatif_section_html(summary)
+    path = out_dir / "report.html"
+    page = path.read_text() if path.exists() else ""
+    if WHATIF_BEGIN in page and WHATIF_END in page:
+        before, rest = page.split(WHATIF_BEGIN, 1)
+        page = before + section + rest.split(WHATIF_END, 1)[1].lstrip("\n")
+    elif "</body>" in page:
+        page = page.replace("</body>", section + "</body>", 1)
+    else:
+        page = (
+            "<!doctype html><html><head><meta charset='utf-8'><title>what if</title>"
+            "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
+            "td,th{border:1px solid #ccc;padding:2px 6px}table{border-collapse:collapse}"
+            f"</style></head><body>{section}</body></html>\n"
+        )
+    path.write_text(page)

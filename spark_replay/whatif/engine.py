@@ -250,6 +250,7 @@ class Engine:
                 if b in self._unfence_after_register:
                     return  # sent once the retried registration succeeds
                 self._heartbeat(b, want_shutdown=False)
+                self._rejoin_replaced(b)
             case F.ShutdownRequest(broker_id=b):
                 if self.s.controlled_shutdown:
                     self._heartbeat(b, want_shutdown=True)
@@ -309,6 +310,22 @@ class Engine:
         if r.broker_id in self._unfence_after_register:
             self._unfence_after_register.discard(r.broker_id)
             self._heartbeat(r.broker_id, want_shutdown=False)
+            self._rejoin_replaced(r.broker_id)
+
+    def _rejoin_replaced(self, b: int) -> None:
+        """Re-placed replicas have no ISR facts of their own (the log's replica
+        was elsewhere): one catches up as soon as its broker is unfenced."""
+        if self.s.placement == "actual":
+            return
+        image = self.ctl.image
+        reg = image.brokers.get(b)
+        if reg is None or reg.fenced:
+            return
+        for tid in sorted(image.topics):
+            for pid, p in sorted(image.topics[tid].partitions.items()):
+                if b in p.replicas and b not in p.isr and p.leader >= 0:
+                    target = tuple(r for r in p.replicas if r in p.isr or r == b)
+                    self._send_isr(tid, pid, target, -1)
 
     def _push(self, at: int, cmd: F.Command) -> None:
         self._seq += 1
@@ -426,11 +443,21 @@ class Engine:
             )
         if p.leader not in target:
             target = (p.leader, *target)
-        # Only replicas that can join (unfenced, not shutting down) are asked for.
+        # Only replicas here (placement may differ) that can join (unfenced, not
+        # shutting down) are asked for.
         target = tuple(
-            r for r in target if r in p.isr or r == p.leader or _can_join(image.brokers.get(r))
+            r
+            for r in target
+            if r in p.replicas and (r in p.isr or r == p.leader or _can_join(image.brokers.get(r)))
         )
-        recovery = cmd.leader_recovery_state
+        self._send_isr(cmd.topic_id, cmd.partition_id, target, cmd.leader_recovery_state)
+
+    def _send_isr(
+        self, topic_id: str, partition_id: int, target: tuple[int, ...], recovery: int
+    ) -> None:
+        """The partition leader's AlterPartition asking for `target`."""
+        image = self.ctl.image
+        p = image.topics[topic_id].partitions[partition_id]
         if recovery == -1:
             recovery = p.leader_recovery_state
         if p.leader_recovery_state == RECOVERING and recovery == RECOVERING and len(target) > 1:
@@ -445,8 +472,8 @@ class Engine:
         req = AlterPartitionRequest(
             broker_id=p.leader,
             broker_epoch=leader.broker_epoch,
-            topic_id=cmd.topic_id,
-            partition_id=cmd.partition_id,
+            topic_id=topic_id,
+            partition_id=partition_id,
             leader_epoch=p.leader_epoch,
             partition_epoch=p.partition_epoch,
             new_isr_with_epochs=tuple(

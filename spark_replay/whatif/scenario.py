@@ -144,8 +144,12 @@ def parse_racks(text: str | None) -> dict[int, str]:
     return racks
 
 
+def _text(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
 def scenario_name(pairs: Sequence[tuple[str, Any]]) -> str:
-    return ",".join(f"{k}={v}" for k, v in pairs) or IN_FORCE
+    return ",".join(f"{k}={_text(v)}" for k, v in pairs) or IN_FORCE
 
 
 def load_grid(path: str | Path) -> list[dict[str, Any]]:
