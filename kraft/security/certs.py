@@ -3,7 +3,8 @@
     kraft certs --out DIR --controllers 1,2,3 --brokers 4,5,6 [--admin]
 
 writes into DIR (and `--renew NAME|all [--new-token]`, `--revoke NAME`,
-`--rotate-ca start|finish` rotate what is in it; see the rotation notes below):
+`--rotate-ca start|finish`, `--drop-old-tokens` rotate what is in it; see the
+rotation notes below):
 
 - `ca.pem` (the truststore) and `ca-key.pem` (keep it private);
 - per principal (`controller-N`, `broker-N`, `admin`): `NAME.pem`, the keystore (its
@@ -217,6 +218,9 @@ def generate(
 #      while a rotation is under way); each node reloads its own.
 #   3. --rotate-ca finish: refused while a certificate is still the old CA's; then
 #      ca.pem = the new CA only and ca-key.pem = its key; every node reloads.
+# Tokens the same way: --renew --new-token adds each new hash beside the old one (a
+# controller that reloads before a broker still accepts the broker's old token), and
+# --drop-old-tokens, once every client has reloaded, leaves only the new ones.
 
 CA_NEXT = "ca-next.pem"
 CA_NEXT_KEY = "ca-next-key.pem"
@@ -285,23 +289,50 @@ def _hosts_of(cert: Any) -> list[str]:
     )
 
 
-def _set_credential(out: Path, principal: str, hashed: str | None) -> None:
-    """Replace (or add, or with None remove) one principal's line of credentials.properties."""
+def _credential_lines(out: Path) -> list[str]:
     path = out / CREDENTIALS
     try:
-        lines = path.read_text().splitlines()
+        return path.read_text().splitlines()
     except OSError as e:
         raise CertsError(f"cannot read {path}: {e}") from None
-    kept = [ln for ln in lines if ln.partition("=")[0].strip() != principal]
+
+
+def _principal_of(line: str) -> str | None:
+    if not line.strip() or line.lstrip().startswith("#"):
+        return None
+    return line.partition("=")[0].strip()
+
+
+def _set_credential(out: Path, principal: str, hashed: str | None, keep_old: bool = False) -> None:
+    """Add a hash for `principal` (replacing its others unless `keep_old`), or with
+    None remove all of its lines, in credentials.properties."""
+    lines = _credential_lines(out)
+    if not keep_old:
+        lines = [ln for ln in lines if _principal_of(ln) != principal]
     if hashed is not None:
-        kept.append(f"{principal}={hashed}")
-    _write(path, ("\n".join(kept) + "\n").encode(), private=False)
+        lines.append(f"{principal}={hashed}")
+    _write(out / CREDENTIALS, ("\n".join(lines) + "\n").encode(), private=False)
+
+
+def drop_old_tokens(out: Path) -> int:
+    """Keep only each principal's newest hash (its last line); how many were dropped."""
+    out = out.resolve()
+    lines = _credential_lines(out)
+    last = {_principal_of(ln): i for i, ln in enumerate(lines)}
+    kept = [
+        ln
+        for i, ln in enumerate(lines)
+        if _principal_of(ln) is None or last[_principal_of(ln)] == i
+    ]
+    _write(out / CREDENTIALS, ("\n".join(kept) + "\n").encode(), private=False)
+    return len(lines) - len(kept)
 
 
 def renew(out: Path, names: list[str], new_token: bool = False, days: int = 365) -> list[str]:
     """A new key and certificate for each principal (`all`: every one in `out`), signed
     by the current CA with the same CN and SANs; with `new_token`, a new token too
-    (its hash replaces the old one in credentials.properties). Returns the names."""
+    (its hash is added beside the old one in credentials.properties: both are valid
+    until `drop_old_tokens`). Returns the names."""
     out = out.resolve()
     known = principals_in(out)
     names = known if names == ["all"] else names
@@ -314,8 +345,10 @@ def renew(out: Path, names: list[str], new_token: bool = False, days: int = 365)
         cert, key = make_node_cert(ca_cert, ca_key, name, _hosts_of(old) or ["localhost"], days)
         _write(out / f"{name}.pem", _pem(cert) + _key_pem(key), private=True)
         if new_token:
+            # the new hash joins the old one: a controller that reloads before the
+            # client does still accepts the old token (--drop-old-tokens ends that)
             secret = new_secret()
-            _set_credential(out, name, hash_secret(secret))
+            _set_credential(out, name, hash_secret(secret), keep_old=True)
             _write(out / f"{name}.token", f"{name}:{secret}\n".encode(), private=True)
     return names
 
@@ -407,10 +440,17 @@ def register(sub: Any) -> None:
     rot.add_argument(
         "--new-token",
         action="store_true",
-        help="with --renew: also a new token (its hash replaces the old in credentials.properties)",
+        help="with --renew: also a new token (its hash joins the old one in "
+        "credentials.properties until --drop-old-tokens)",
     )
     rot.add_argument(
         "--revoke", metavar="NAME", help="remove NAME's token hash from credentials.properties"
+    )
+    rot.add_argument(
+        "--drop-old-tokens",
+        action="store_true",
+        help="keep only each principal's newest token hash (after --new-token, once every "
+        "client has reloaded)",
     )
     rot.add_argument(
         "--rotate-ca",
@@ -440,6 +480,9 @@ def _run_rotation(args: argparse.Namespace) -> int:
         if args.rotate_ca == "finish":
             rotate_ca_finish(out)
             print(f"{out.resolve() / 'ca.pem'} now holds only the new CA")
+        if args.drop_old_tokens:
+            n = drop_old_tokens(out)
+            print(f"dropped {n} old token hash(es) from {out.resolve() / CREDENTIALS}")
     except (CertsError, OSError) as e:
         print(f"kraft certs: error: {e}", file=sys.stderr)
         return 1
@@ -449,9 +492,9 @@ def _run_rotation(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    if args.renew or args.revoke or args.rotate_ca:
+    if args.renew or args.revoke or args.rotate_ca or args.drop_old_tokens:
         if args.controllers or args.brokers or args.admin:
-            print("kraft certs: --renew/--revoke/--rotate-ca work on an existing --out "
+            print("kraft certs: --renew/--revoke/--rotate-ca/--drop-old-tokens work on an existing --out "
                   "directory: give no --controllers/--brokers/--admin", file=sys.stderr)  # fmt: skip
             return 2
         if args.new_token and not args.renew:

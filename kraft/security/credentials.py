@@ -68,14 +68,16 @@ class StoredCredential:
         return hmac.compare_digest(_derive(secret, self.salt, self.iterations), self.digest)
 
 
-def load_credentials(path: str | Path) -> dict[str, StoredCredential]:
-    """`principal=hash` lines (`#` comments); a plaintext secret is refused."""
+def load_credentials(path: str | Path) -> dict[str, tuple[StoredCredential, ...]]:
+    """`principal=hash` lines (`#` comments); a plaintext secret is refused. A principal
+    may have several lines: each is a valid secret (a token rotation keeps the old hash
+    beside the new one until every client has reloaded, `kraft certs --drop-old-tokens`)."""
     p = Path(path)
     try:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise CredentialsError(f"cannot read credentials file {p}: {e}") from None
-    out: dict[str, StoredCredential] = {}
+    out: dict[str, tuple[StoredCredential, ...]] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -84,7 +86,7 @@ def load_credentials(path: str | Path) -> dict[str, StoredCredential]:
         principal = principal.strip()
         if not sep or not principal:
             raise CredentialsError(f"{p}:{lineno}: expected principal=hash")
-        out[principal] = StoredCredential.parse(value, f"{p}:{lineno}")
+        out[principal] = (*out.get(principal, ()), StoredCredential.parse(value, f"{p}:{lineno}"))
     return out
 
 
@@ -122,7 +124,9 @@ def split_authorization(header: str) -> tuple[str, str] | None:
 class TokenVerifier:
     """Header value -> principal, remembering verified tokens (bounded LRU)."""
 
-    def __init__(self, credentials: dict[str, StoredCredential], cache_size: int = 4096) -> None:
+    def __init__(
+        self, credentials: dict[str, tuple[StoredCredential, ...]], cache_size: int = 4096
+    ) -> None:
         self.credentials = credentials
         self.cache_size = cache_size
         self._verified: OrderedDict[str, str] = OrderedDict()
@@ -135,8 +139,8 @@ class TokenVerifier:
         if pair is None:
             return None
         principal, secret = pair
-        stored = self.credentials.get(principal)
-        if stored is None or not stored.matches(secret):
+        stored = self.credentials.get(principal, ())
+        if not any(c.matches(secret) for c in stored):
             return None
         self._verified[header] = principal
         if len(self._verified) > self.cache_size:

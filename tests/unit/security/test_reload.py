@@ -18,7 +18,14 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from kraft.security.certs import generate, renew, revoke, rotate_ca_finish, rotate_ca_start
+from kraft.security.certs import (
+    drop_old_tokens,
+    generate,
+    renew,
+    revoke,
+    rotate_ca_finish,
+    rotate_ca_start,
+)
 from kraft.security.client import client_security
 from kraft.security.reload import ReloadableContext, Reloader
 from tests.unit.security.harness import call, ctx, start_single, token
@@ -155,17 +162,24 @@ async def test_a_client_sends_its_new_token_and_certificate_after_a_reload(node,
         str(certs / "ca.pem"), str(certs / "broker-4.pem"), str(certs / "broker-4.token")
     )
     headers = sec.headers_with({"Accept": "application/json"})
+    old_headers = dict(headers)
     assert isinstance(sec.ssl_context, ReloadableContext)
     renew(certs, ["broker-4"], new_token=True)
     node.security_reloader.reload()
+    url = node.url + "/v1/quorum"
     async with aiohttp.ClientSession() as s:
-        st, _ = await call(s, "GET", node.url + "/v1/quorum", headers=headers, ssl_ctx=sec.ssl)
-        assert st == 401  # the controller knows only the new token now
+        # both hashes are valid until the old are dropped: a client that has not
+        # reloaded yet is not refused in between
+        assert (await call(s, "GET", url, headers=headers, ssl_ctx=sec.ssl))[0] == 200
         reloader = Reloader([sec, sec], 1000, who="broker-4")
         assert len(reloader.holders) == 1 and reloader.reload() == 0
         assert headers["Authorization"] == token(certs, "broker-4")["Authorization"]
-        st, _ = await call(s, "GET", node.url + "/v1/quorum", headers=headers, ssl_ctx=sec.ssl)
-        assert st == 200
+        assert headers["Authorization"] != old_headers["Authorization"]
+        assert (await call(s, "GET", url, headers=headers, ssl_ctx=sec.ssl))[0] == 200
+        assert drop_old_tokens(certs) == 1
+        node.security_reloader.reload()
+        assert (await call(s, "GET", url, headers=old_headers, ssl_ctx=sec.ssl))[0] == 401
+        assert (await call(s, "GET", url, headers=headers, ssl_ctx=sec.ssl))[0] == 200
     # the reloaded context presents the renewed certificate (mTLS names broker-4)
     conn = await _Conn.open(node.url, sec.ssl_context)
     assert await conn.status("/v1/quorum") == 200
