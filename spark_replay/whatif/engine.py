@@ -276,6 +276,8 @@ class Engine:
                 self._alter_isr(cmd)
             case F.AdminElect():
                 self._elect(cmd)
+            case F.Reassign():
+                self._reassign(cmd)
             case F.FenceMark() | F.Failover():
                 pass
 
@@ -485,12 +487,54 @@ class Engine:
         self._run("alter_partition", lambda: self.ctl.alter_partition(req, self.now))
 
     def _elect(self, cmd: F.AdminElect) -> None:
-        topic = self.ctl.image.topics.get(cmd.topic_id)
-        if topic is None or cmd.partition_id not in topic.partitions:
-            self.stats.skipped["election in a partition never created"] += 1
+        """Each election through elect_leaders; written as one result, as the
+        elections were (a balancer batch is one write)."""
+        records: list[MetadataRecord] = []
+        for tid, pid, kind in cmd.elections:
+            topic = self.ctl.image.topics.get(tid)
+            if topic is None or pid not in topic.partitions:
+                self.stats.skipped["election in a partition never created"] += 1
+                continue
+            self.stats.commands += 1
+            req = ElectLeadersRequest(topic.name, pid, kind)
+            try:
+                records += self.ctl.elect_leaders(req, self.now).records
+            except ApiError as e:
+                self.stats.refused[f"elect_leaders: {e.code}"] += 1
+        self._write_result(ControllerResult(tuple(records)))
+
+    def _reassign(self, cmd: F.Reassign) -> None:
+        """The plan through the controller's reassignment (KIP-455), if it has one."""
+        from kraft.controller import requests
+
+        parse = getattr(requests, "parse_reassignment_plan", None)
+        if parse is None or not hasattr(self.ctl, "alter_partition_reassignments"):
+            self.stats.skipped["reassignment (this controller has none)"] += 1
             return
-        req = ElectLeadersRequest(topic.name, cmd.partition_id, cmd.type)
-        self._run("elect_leaders", lambda: self.ctl.elect_leaders(req, self.now))
+        plan = []
+        for tid, pid, target in cmd.targets:
+            topic = self.ctl.image.topics.get(tid)
+            if topic is None or pid not in topic.partitions:
+                self.stats.skipped["reassignment of a partition never created"] += 1
+                continue
+            plan.append(
+                {
+                    "topic": topic.name,
+                    "partition": pid,
+                    "replicas": None if target is None else list(target),
+                }
+            )
+        if not plan:
+            return
+        try:
+            req = parse({"version": 1, "partitions": plan})
+        except ApiError as e:
+            self.stats.refused[f"reassignment: {e.code}"] += 1
+            return
+        self._run(
+            "alter_partition_reassignments",
+            lambda: self.ctl.alter_partition_reassignments(req, self.now),
+        )
 
 
 def _can_join(reg: Any) -> bool:

@@ -26,6 +26,7 @@ import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kraft.controller.batching import DEFAULT_MAX_BATCH_BYTES
 from metadata_log.batch import decode_records, iter_headers
@@ -140,9 +141,18 @@ class AlterIsr:
 
 @dataclass(frozen=True, slots=True)
 class AdminElect:
-    topic_id: str
-    partition_id: int
-    type: str  # "preferred" | "unclean"
+    """Leader elections written together (an admin's, or a balancer batch):
+    (topic id, partition id, "preferred" | "unclean") each."""
+
+    elections: tuple[tuple[str, int, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Reassign:
+    """A reassignment plan (KIP-455): (topic id, partition id, target replicas or
+    None to cancel) each."""
+
+    targets: tuple[tuple[str, int, tuple[int, ...] | None], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +175,7 @@ Command = (
     | AlterConfigs
     | AlterIsr
     | AdminElect
+    | Reassign
     | Failover
 )
 
@@ -495,36 +506,73 @@ def _commands(
         explained_partitions = True
     unexplained = 0
     if not explained_partitions:
-        for r in records:
-            if type(r) is not PartitionChangeRecord:
-                unexplained += 1
-                continue
-            cmd = _partition_command(r, image)
-            if cmd is None:
-                unexplained += 1
-            else:
-                out.append(cmd)
+        unexplained = _partition_commands(records, image, out)
     return tuple(out), unexplained
 
 
-def _partition_command(r: PartitionChangeRecord, image: MetadataImage) -> Command | None:
-    """A PartitionChangeRecord written alone: an AlterPartition or an admin election."""
-    topic = image.topics.get(r.topic_id)
-    p = None if topic is None else topic.partitions.get(r.partition_id)
-    if p is None:
-        return None
-    if r.leader == NO_LEADER_CHANGE or r.leader == p.leader:
-        if r.isr is None and r.leader_recovery_state == -1:
-            return None
-        return AlterIsr(
-            r.topic_id,
-            r.partition_id,
-            p.isr,
-            p.isr if r.isr is None else r.isr,
-            r.leader_recovery_state,
-        )
-    kind = "unclean" if r.leader >= 0 and r.leader not in p.isr else "preferred"
-    return AdminElect(r.topic_id, r.partition_id, kind)
+def _partition_commands(records: list[Record], image: MetadataImage, out: list[Command]) -> int:
+    """Partition changes written alone: AlterPartitions, elections, reassignments.
+
+    Only a partition's first change in the unit is a fact; later ones are the
+    controller's consequences (a reassignment completed by the ISR change)."""
+    elections: list[tuple[str, int, str]] = []
+    targets: list[tuple[str, int, tuple[int, ...] | None]] = []
+    seen: set[tuple[str, int]] = set()
+    unexplained = 0
+    for r in records:
+        if type(r) is not PartitionChangeRecord:
+            unexplained += 1
+            continue
+        key = (r.topic_id, r.partition_id)
+        if key in seen:
+            continue
+        seen.add(key)
+        topic = image.topics.get(r.topic_id)
+        p = None if topic is None else topic.partitions.get(r.partition_id)
+        if p is None:
+            unexplained += 1
+            continue
+        if (
+            r.replicas is not None
+            or r.adding_replicas is not None
+            or r.removing_replicas is not None
+        ):
+            target = _reassignment_target(r, p)
+            if target is not False:
+                targets.append((r.topic_id, r.partition_id, target))  # type: ignore[arg-type]
+                continue
+        if r.leader == NO_LEADER_CHANGE or r.leader == p.leader:
+            if r.isr is None and r.leader_recovery_state == -1:
+                unexplained += 1
+                continue
+            new_isr = p.isr if r.isr is None else r.isr
+            out.append(
+                AlterIsr(r.topic_id, r.partition_id, p.isr, new_isr, r.leader_recovery_state)
+            )
+            continue
+        kind = "unclean" if r.leader >= 0 and r.leader not in p.isr else "preferred"
+        elections.append((r.topic_id, r.partition_id, kind))
+    if elections:
+        out.append(AdminElect(tuple(elections)))
+    if targets:
+        out.append(Reassign(tuple(targets)))
+    return unexplained
+
+
+def _reassignment_target(r: PartitionChangeRecord, p: Any) -> tuple[int, ...] | None | bool:
+    """The plan entry behind a replica-set change: a target, None (a cancel), or
+    False when it is the completion an ISR change brought (not a command)."""
+    replicas = p.replicas if r.replicas is None else r.replicas
+    adding = p.adding_replicas if r.adding_replicas is None else r.adding_replicas
+    removing = p.removing_replicas if r.removing_replicas is None else r.removing_replicas
+    if adding or removing:
+        # started (or replaced): the replicas are the target, then the dropped ones
+        return tuple(b for b in replicas if b not in removing)
+    if p.adding_replicas or p.removing_replicas:
+        if tuple(replicas) == tuple(b for b in p.replicas if b not in p.adding_replicas):
+            return None  # back to the original replicas: cancelled
+        return False  # completed: the ISR change that completed it is the fact
+    return tuple(replicas)  # a reorder, completed at once
 
 
 __all__ = [
