@@ -278,6 +278,9 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
     say(json.dumps(summary, indent=2, sort_keys=True))
     say(f"\n   report: {(out / 'report.html').resolve()}")
     say(f"   tables: {out.resolve()}/<table> (Parquet); logs: {data_dir.resolve()}/logs")
+    from spark_replay.whatif.demo import what_if_line  # issue 20: docs/what-if.md
+
+    say("   " + what_if_line(data_dir / "controller-1", out, SESSION_MS))
     return 0
 
 
