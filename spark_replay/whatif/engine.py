@@ -48,15 +48,20 @@ from kraft.controller.requests import (
 )
 from metadata_log.batch import encode_batch, encode_payload
 from metadata_log.records import (
+    ELIGIBLE_LEADER_REPLICAS_FEATURE,
+    ELR_METADATA_VERSION,
+    METADATA_VERSION_FEATURE,
     RECOVERED,
     RECOVERING,
+    FeatureLevelRecord,
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    Record,
     TopicRecord,
 )
 from spark_replay.whatif import facts as F
-from spark_replay.whatif.scenario import UNCLEAN, Scenario
+from spark_replay.whatif.scenario import MIN_ISR, UNCLEAN, Scenario
 
 CLUSTER_ID = "what-if"
 NODE_ID = 3000
@@ -107,6 +112,9 @@ class Engine:
                 cluster_id=CLUSTER_ID,
                 session_timeout_ms=scenario.session_timeout_ms,
                 unclean_leader_election_enable=scenario.unclean,
+                min_insync_replicas=scenario.min_isr,
+                # the log's FeatureLevelRecords decide (the engine copies them)
+                bootstrap_eligible_leader_replicas_version=0,
             ),
             random.Random(f"what-if:{scenario.name}"),
         )
@@ -119,6 +127,14 @@ class Engine:
         # Unfences of a registration that is still to be retried: sent after it.
         self._unfence_after_register: set[int] = set()
         self._written_times: list[int] = []
+        # set where the log sets it; else added with the first metadata.version
+        self._elr_written = any(
+            type(r) is FeatureLevelRecord and r.name == ELIGIBLE_LEADER_REPLICAS_FEATURE
+            for u in facts.units
+            if u.copy
+            for b in u.batches
+            for r in b.records
+        )
         self._written_offsets: list[int] = []
 
     # ---------------------------------------------------------------- writing
@@ -144,9 +160,36 @@ class Engine:
             self.ctl.on_commit(base + len(recs) - 1)
             self._note_written(self.now)
 
+    def _features(self, records: tuple[Record, ...]) -> tuple[Record, ...]:
+        """The log's feature levels, with ELR (KIP-966) on or off as the scenario
+        says: its level replaced, or set where the log sets metadata.version (at
+        least the version ELR needs) when the log never had it."""
+        if self.s.elr is None or not any(type(r) is FeatureLevelRecord for r in records):
+            return records
+        level = 1 if self.s.elr else 0
+        out: list[Record] = []
+        for r in records:
+            if type(r) is FeatureLevelRecord and r.name == ELIGIBLE_LEADER_REPLICAS_FEATURE:
+                r = FeatureLevelRecord(r.name, level)
+                self._elr_written = True
+            elif (
+                type(r) is FeatureLevelRecord
+                and r.name == METADATA_VERSION_FEATURE
+                and self.s.elr
+                and not self._elr_written
+            ):
+                out.append(FeatureLevelRecord(r.name, max(r.feature_level, ELR_METADATA_VERSION)))
+                r = FeatureLevelRecord(ELIGIBLE_LEADER_REPLICAS_FEATURE, level)
+                self._elr_written = True
+            out.append(r)
+        return tuple(out)
+
     def _copy(self, unit: F.Unit) -> None:
         for b in unit.batches:
             base = self.sink.next_offset
+            records = b.records if b.control else self._features(b.records)
+            if records is not b.records:
+                b = replace(b, records=records)
             self.sink.append(
                 encode_batch(base, b.leader_epoch, b.time_ms, list(b.records), b.control),
                 len(b.records),
@@ -293,6 +336,7 @@ class Engine:
             listeners=r.endpoints,
             rack=rack,
             features=r.features,
+            previous_broker_epoch=self._previous_epoch(cmd),
         )
         self.stats.commands += 1
         try:
@@ -328,6 +372,13 @@ class Engine:
                 if b in p.replicas and b not in p.isr and p.leader >= 0:
                     target = tuple(r for r in p.replicas if r in p.isr or r == b)
                     self._send_isr(tid, pid, target, -1)
+
+    def _previous_epoch(self, cmd: F.Register) -> int:
+        """KIP-966: a broker that completed its controlled shutdown sends the
+        epoch it had; after a crash it sends -1 (the controller then takes it
+        out of every ELR)."""
+        reg = self.ctl.image.brokers.get(cmd.record.broker_id)
+        return reg.broker_epoch if cmd.clean and reg is not None else -1
 
     def _push(self, at: int, cmd: F.Command) -> None:
         self._seq += 1
@@ -370,10 +421,17 @@ class Engine:
     def _assignments(self, assignments: tuple[tuple[int, ...], ...]) -> Any:
         return None if self.s.placement != "actual" else assignments
 
-    def _create_topic(self, cmd: F.CreateTopic) -> None:
-        configs = dict(cmd.configs)
+    def _topic_configs(self, configs: tuple[tuple[str, str | None], ...]) -> dict[str, str | None]:
+        """A topic's settings from the log, less those the scenario replaces."""
+        out = dict(configs)
         if self.s.overrides_unclean:
-            configs.pop(UNCLEAN, None)
+            out.pop(UNCLEAN, None)
+        if self.s.overrides_min_isr:
+            out.pop(MIN_ISR, None)
+        return out
+
+    def _create_topic(self, cmd: F.CreateTopic) -> None:
+        configs = self._topic_configs(cmd.configs)
         configs = {k: v for k, v in configs.items() if v is not None}
         rf = len(cmd.assignments[0]) if cmd.assignments else 1
         req = CreateTopicRequest(
@@ -410,9 +468,7 @@ class Engine:
         self._run("create_partitions", lambda: self.ctl.create_partitions(req, self.now))
 
     def _alter_configs(self, cmd: F.AlterConfigs) -> None:
-        configs = dict(cmd.configs)
-        if self.s.overrides_unclean:
-            configs.pop(UNCLEAN, None)
+        configs = self._topic_configs(cmd.configs)
         if not configs:
             self.stats.skipped["topic setting replaced by the scenario"] += 1
             return

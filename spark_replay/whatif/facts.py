@@ -68,6 +68,9 @@ class FactsError(MetadataLogError):
 @dataclass(frozen=True, slots=True)
 class Register:
     record: RegisterBrokerRecord
+    # after a completed controlled shutdown (the broker sends its last epoch as
+    # KIP-966's previous_broker_epoch); the log shows an unclean one's ELR removal
+    clean: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,6 +366,7 @@ def read_facts(log_dir: str | Path, session_timeout_ms: int) -> Facts:
     pending: list[Batch] = []  # batches of a committed transaction so far
     aborted = False  # inside a transaction that never applies
     shutting: set[int] = set()
+    shutting_done: set[int] = set()  # brokers whose controlled shutdown completed
 
     def replay(bs: list[Batch]) -> None:
         for b in bs:
@@ -402,7 +406,9 @@ def read_facts(log_dir: str | Path, session_timeout_ms: int) -> Facts:
         if all(type(r) in _COPY_TYPES for r in records):
             units.append(Unit(head.base_offset, head.time_ms, True, tuple(unit_batches), ()))
         else:
-            cmds, unexplained = _commands(records, image, head.time_ms, live, shutting, racks)
+            cmds, unexplained = _commands(
+                records, image, head.time_ms, live, shutting, racks, shutting_done
+            )
             units.append(
                 Unit(head.base_offset, head.time_ms, False, tuple(unit_batches), cmds, unexplained)
             )
@@ -427,6 +433,7 @@ def _commands(
     live: Liveness,
     shutting: set[int],
     racks: dict[int, str | None],
+    shutting_done: set[int],
 ) -> tuple[tuple[Command, ...], int]:
     """The commands that wrote one unit (the image is the state before it)."""
     out: list[Command] = []
@@ -435,7 +442,11 @@ def _commands(
     for r in records:
         match r:
             case RegisterBrokerRecord():
-                out.append(Register(r))
+                clean = r.broker_id in shutting_done and not any(
+                    type(x) is PartitionChangeRecord for x in records
+                )
+                shutting_done.discard(r.broker_id)
+                out.append(Register(r, clean))
                 racks[r.broker_id] = r.rack
                 live.up(r.broker_id, t)
                 shutting.discard(r.broker_id)
@@ -446,6 +457,7 @@ def _commands(
                 explained_partitions = True
             case FenceBrokerRecord(id=b):
                 out.append(FenceMark(b))
+                shutting_done.discard(b)
                 live.down(b, t - live.session_timeout_ms)
                 explained_partitions = True
             case BrokerRegistrationChangeRecord(broker_id=b, in_controlled_shutdown=1):
@@ -458,6 +470,7 @@ def _commands(
                 if b not in shutting:  # shut down at once: the request was now
                     live.down(b, t, controlled_shutdown=False)
                 shutting.discard(b)
+                shutting_done.add(b)
                 live.down(b, t, controlled_shutdown=True)
                 explained_partitions = True
             case UnregisterBrokerRecord(broker_id=b):

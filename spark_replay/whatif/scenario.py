@@ -15,8 +15,11 @@ Keys (Kafka's names where Kafka has one; see docs/what-if.md):
   stops (its session expires, as Kafka's `controlled.shutdown.enable=false`);
 - `replica.placement` (`actual` | `rack-aware` | `rack-unaware`): keep the
   log's replica assignments, or let the controller place every topic again;
-- `eligible.leader.replicas.enable`, `min.insync.replicas`: ELR (KIP-966), refused
-  with a clear message until the controller has ELR (issue 19).
+- `eligible.leader.replicas.enable` (bool): KIP-966's feature
+  (`eligible.leader.replicas.version` 1 or 0) from the log's start, whatever
+  level the log had;
+- `min.insync.replicas` (int >= 1): the cluster default, and it also replaces
+  every topic-level setting of the key found in the log.
 """
 
 from __future__ import annotations
@@ -34,9 +37,9 @@ SESSION = "broker.session.timeout.ms"
 CONTROLLED_SHUTDOWN = "controlled.shutdown.enable"
 PLACEMENT = "replica.placement"
 PLACEMENTS = ("actual", "rack-aware", "rack-unaware")
-# KIP-966's keys: known, but the controller has no ELR yet (issue 19).
-ELR_KEYS = ("eligible.leader.replicas.enable", "min.insync.replicas")
-KNOWN_KEYS = (UNCLEAN, SESSION, CONTROLLED_SHUTDOWN, PLACEMENT)
+ELR = "eligible.leader.replicas.enable"
+MIN_ISR = "min.insync.replicas"
+KNOWN_KEYS = (UNCLEAN, SESSION, CONTROLLED_SHUTDOWN, PLACEMENT, ELR, MIN_ISR)
 
 IN_FORCE = "in-force"  # the identity scenario's name
 MAX_SCENARIOS = 64
@@ -55,6 +58,8 @@ class Scenario:
     session_timeout_ms: int = CONFIG_KEYS[SESSION].default
     controlled_shutdown: bool = True
     placement: str = "actual"
+    elr: bool | None = None  # None: as the log has it
+    min_isr: int = CONFIG_KEYS[MIN_ISR].default
     # Keys this scenario sets (a set unclean value replaces topic-level ones).
     changed: tuple[str, ...] = ()
     racks: Mapping[int, str] = field(default_factory=dict)
@@ -63,47 +68,56 @@ class Scenario:
     def overrides_unclean(self) -> bool:
         return UNCLEAN in self.changed
 
+    @property
+    def overrides_min_isr(self) -> bool:
+        return MIN_ISR in self.changed
+
     def settings(self) -> dict[str, Any]:
         return {
             UNCLEAN: self.unclean,
             SESSION: self.session_timeout_ms,
             CONTROLLED_SHUTDOWN: self.controlled_shutdown,
             PLACEMENT: self.placement,
+            ELR: "as in the log" if self.elr is None else self.elr,
+            MIN_ISR: self.min_isr,
         }
 
 
-def _bool(key: str, raw: Any) -> bool:
+def _bool(key: str, raw: Any, where: str) -> bool:
     if isinstance(raw, bool):
         return raw
     low = str(raw).strip().lower()
     if low not in ("true", "false"):
-        raise ScenarioError(f"{key}: {raw!r} is not true or false")
+        raise ScenarioError(f"{where}: {key}: {raw!r} is not true or false")
     return low == "true"
+
+
+def _positive(key: str, raw: Any, where: str) -> int:
+    text = str(raw).strip()
+    if isinstance(raw, bool) or not text.lstrip("-").isdigit():
+        raise ScenarioError(f"{where}: {key}: {raw!r} is not an integer")
+    if int(text) < 1:
+        raise ScenarioError(f"{where}: {key}: {raw!r} must be >= 1")
+    return int(text)
 
 
 def _apply(s: Scenario, key: str, raw: Any, where: str) -> Scenario:
     """`s` with `key` set to `raw`, validated."""
-    if key in ELR_KEYS:
-        raise ScenarioError(
-            f"{where}: {key} needs eligible leader replicas (KIP-966), which this "
-            "controller does not have yet (issue 19)"
-        )
     if key == UNCLEAN:
-        return replace(s, unclean=_bool(key, raw))
+        return replace(s, unclean=_bool(key, raw, where))
+    if key == ELR:
+        return replace(s, elr=_bool(key, raw, where))
+    if key == MIN_ISR:
+        return replace(s, min_isr=_positive(key, raw, where))
     if key == CONTROLLED_SHUTDOWN:
-        return replace(s, controlled_shutdown=_bool(key, raw))
+        return replace(s, controlled_shutdown=_bool(key, raw, where))
     if key == SESSION:
-        text = str(raw).strip()
-        if isinstance(raw, bool) or not text.lstrip("-").isdigit():
-            raise ScenarioError(f"{where}: {key}: {raw!r} is not an integer")
-        if int(text) < 1:
-            raise ScenarioError(f"{where}: {key}: {raw!r} must be >= 1")
-        return replace(s, session_timeout_ms=int(text))
+        return replace(s, session_timeout_ms=_positive(key, raw, where))
     if key == PLACEMENT:
         if raw not in PLACEMENTS:
             raise ScenarioError(f"{where}: {key}: {raw!r} is not one of {', '.join(PLACEMENTS)}")
         return replace(s, placement=str(raw))
-    raise ScenarioError(f"{where}: unknown key {key!r} (known: {', '.join(KNOWN_KEYS + ELR_KEYS)})")
+    raise ScenarioError(f"{where}: unknown key {key!r} (known: {', '.join(KNOWN_KEYS)})")
 
 
 def parse_assignments(items: Sequence[str], flag: str) -> list[tuple[str, str]]:

@@ -41,7 +41,8 @@ def test_set_values_apply_on_top_of_the_in_force_ones() -> None:
         (["broker.session.timeout.ms=0"], "must be >= 1"),
         (["replica.placement=random"], "not one of actual, rack-aware, rack-unaware"),
         (["unclean.leader.election.enable"], "is not KEY=VALUE"),
-        (["min.insync.replicas=2"], "eligible leader replicas"),
+        (["min.insync.replicas=0"], "min.insync.replicas: '0' must be >= 1"),
+        (["eligible.leader.replicas.enable=maybe"], "'maybe' is not true or false"),
     ],
 )
 def test_a_bad_set_names_the_problem(sets: list[str], needle: str) -> None:

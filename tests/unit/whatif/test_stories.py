@@ -141,3 +141,40 @@ def test_rack_aware_placement_keeps_every_partition_online_when_rack_a_is_lost(
     image = replay_log(tmp_path / "asked" / "log")
     [topic] = image.topics.values()
     assert {p.leader for p in topic.partitions.values()} == {3}
+
+
+def test_elr_with_min_isr_2_elects_the_first_replica_back_from_the_elr(tmp_path: Path) -> None:
+    """KIP-966: with min.insync.replicas=2, a replica fenced out of a 2-member ISR
+    stays eligible (ELR); when it comes back first it leads, cleanly, while the
+    log (no ELR) waits for the last ISR member."""
+    s = Story(tmp_path / "log")  # metadata.version only: ELR off in the log
+    for b in (1, 2, 3):
+        s.register(b)
+    s.run_until(T0 + 3 * S)
+    s.create_topic("payments", [(1, 2)])
+    s.run_until(T0 + 10 * S)
+    s.stop(1)
+    s.run_until(T0 + 30 * S)
+    s.stop(2)
+    s.run_until(T0 + 60 * S)
+    s.resume(1)  # the first to die comes back first
+    s.run_until(T0 + 90 * S)
+    s.resume(2)
+    s.run_until(T0 + 100 * S)
+    log = s.close()
+
+    actual, other, _ = _replay(
+        log, tmp_path, "eligible.leader.replicas.enable=true", "min.insync.replicas=2"
+    )
+    [window] = _rows(actual["offline_partitions"], "payments")
+    assert window["end_time_ms"] == T0 + 90 * S
+    [elr_window] = _rows(other["offline_partitions"], "payments")
+    assert elr_window["start_time_ms"] == window["start_time_ms"]
+    assert elr_window["end_time_ms"] == T0 + 60 * S
+    back = [r for r in _rows(other["leader_elections"], "payments") if r["cause"] == "UNFENCE"]
+    assert [(r["new_leader"], r["append_time_ms"]) for r in back] == [(1, T0 + 60 * S)]
+    from metadata_log.records import ELIGIBLE_LEADER_REPLICAS_FEATURE
+    from metadata_log.replay import replay_log
+
+    assert replay_log(tmp_path / "asked" / "log").features[ELIGIBLE_LEADER_REPLICAS_FEATURE] == 1
+    assert ELIGIBLE_LEADER_REPLICAS_FEATURE not in replay_log(log).features
