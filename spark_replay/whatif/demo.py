@@ -24,7 +24,7 @@ def what_if_line(log_dir: Path, out: Path, session_ms: int, timeout_s: float = 6
         "--set", UNCLEAN_ON,
         "--master", "local[2]",
     ]  # fmt: skip
-    proc = subprocess.run(cmd, check=False, timeout=timeout_s, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, check=False, timeout=timeout_s, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
         return f"what-if failed (exit {proc.returncode}): {tail[0]}"

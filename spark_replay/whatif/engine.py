@@ -127,6 +127,8 @@ class Engine:
         # Unfences of a registration that is still to be retried: sent after it.
         self._unfence_after_register: set[int] = set()
         self._written_times: list[int] = []
+        # records of a unit's several commands, written as one batch (None: each alone)
+        self._group: list[MetadataRecord] | None = None
         # set where the log sets it; else added with the first metadata.version
         self._elr_written = any(
             type(r) is FeatureLevelRecord and r.name == ELIGIBLE_LEADER_REPLICAS_FEATURE
@@ -145,6 +147,13 @@ class Engine:
         records = result.drained().records
         if not records:
             return
+        if self._group is not None:
+            # one write of several commands (the shell's group commit): replayed
+            # now, appended as one batch when the unit ends
+            base = self.sink.next_offset + len(self._group)
+            self.ctl.replay_batch(base, records, self.now)
+            self._group.extend(records)
+            return
         mv = self.ctl.image.features.get("metadata.version")
         plan = to_batches(list(records), self.max_batch_bytes, metadata_version=mv)
         written = 0
@@ -159,6 +168,19 @@ class Engine:
             self.ctl.replay_batch(base, recs, self.now)
             self.ctl.on_commit(base + len(recs) - 1)
             self._note_written(self.now)
+
+    def _flush_group(self) -> None:
+        group, self._group = self._group, None
+        if not group:
+            return
+        base = self.sink.next_offset
+        mv = self.ctl.image.features.get("metadata.version")
+        [eb] = to_batches(group, 2**31 - 1, metadata_version=mv).batches
+        self.sink.append(
+            encode_payload(base, self.epoch, self.now, eb.payload, eb.record_count), len(group)
+        )
+        self.ctl.on_commit(base + len(group) - 1)
+        self._note_written(self.now)
 
     def _features(self, records: tuple[Record, ...]) -> tuple[Record, ...]:
         """The log's feature levels, with ELR (KIP-966) on or off as the scenario
@@ -270,8 +292,11 @@ class Engine:
             if unit.copy:
                 self._copy(unit)
                 continue
+            grouped = len(unit.commands) > 1 and len(unit.batches) == 1
+            self._group = [] if grouped else None
             for cmd in unit.commands:
                 self._command(cmd)
+            self._flush_group()
         self.advance(self.facts.last_time_ms, inclusive=True)
         return self.stats
 

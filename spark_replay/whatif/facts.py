@@ -554,6 +554,15 @@ def _partition_commands(records: list[Record], image: MetadataImage, out: list[C
             if target is not False:
                 targets.append((r.topic_id, r.partition_id, target))  # type: ignore[arg-type]
                 continue
+            if r.isr is not None:
+                # The completion rode on the leader's AlterPartition: it asked for
+                # the ISR with the new replicas, the completion dropped the old ones.
+                asked = tuple(b for b in p.isr if b in r.isr or b in p.removing_replicas)
+                asked += tuple(b for b in r.isr if b not in p.isr)
+                out.append(
+                    AlterIsr(r.topic_id, r.partition_id, p.isr, asked, r.leader_recovery_state)
+                )
+                continue
         if r.leader == NO_LEADER_CHANGE or r.leader == p.leader:
             if r.isr is None and r.leader_recovery_state == -1:
                 unexplained += 1

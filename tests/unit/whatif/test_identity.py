@@ -45,3 +45,19 @@ def test_in_force_replay_of_a_seeded_story_rewrites_its_log_and_tables(
     for name, table in actual.items():
         assert tables[name].drop_columns(["scenario"]).to_pylist() == table.to_pylist(), name
     assert actual["leader_elections"].num_rows > 0
+
+
+DEMO_LOG = Path(__file__).parents[2] / "fixtures" / "whatif" / "demo-log"
+
+
+def test_in_force_replay_of_the_demo_log_rewrites_it_batch_for_batch(tmp_path: Path) -> None:
+    """A real cluster's log (tests/fixtures/whatif/README.md): group-committed
+    AlterPartitions, a failover, a reassignment completed by an ISR change."""
+    facts = read_facts(DEMO_LOG, 6000)
+    [in_force] = build_scenarios([], in_force=["broker.session.timeout.ms=6000"])
+    tables, stats = scenario_tables(facts, in_force, tmp_path / "w", keep_log=True)
+    assert stats["refused"] == {} and stats["skipped"] == {} and stats["fences"] == 1
+    assert _records(tmp_path / "w" / "log") == _records(DEMO_LOG)
+    actual = history_tables(DEMO_LOG, tmp_path / "actual")
+    for name, table in actual.items():
+        assert tables[name].drop_columns(["scenario"]).to_pylist() == table.to_pylist(), name
