@@ -45,10 +45,13 @@ FUZZ_EXAMPLES ?= 10000
 fuzz: install
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_RANDOM=1 $(BIN)/python -m pytest -q -p no:cacheprovider -s tests/unit/security/test_fuzz.py
 
-# The chaos test alone for CHAOS_MINUTES minutes (`make test` runs it for 2) with a
-# fresh random seed unless CHAOS_SEED=N is given (the seed is printed to replay it).
+# The chaos test alone for CHAOS_MINUTES minutes with a fresh random seed unless
+# CHAOS_SEED=N is given (the seed is printed to replay it). SECURE=1: with TLS, the
+# authorizer and credential rotations among the faults. (`make test` runs both, a
+# minute each.)
 chaos: install
 	CHAOS_MINUTES=$(CHAOS_MINUTES) CHAOS_SEED=$${CHAOS_SEED:-random} \
+		CHAOS_SECURE=$(if $(filter 1 true yes,$(SECURE)),1,0) \
 		$(BIN)/python -m pytest -q -p no:cacheprovider -s tests/integration/test_chaos.py
 
 # Every benchmark in turn, each printing its JSON (full runs take about half an hour;

@@ -11,13 +11,20 @@ quorum watcher.
   every fault is undone by a scheduled recovery, and `heal()` undoes all at once.
 - `QuorumWatcher`: samples every controller's /v1/quorum and remembers which leader
   each node saw in each epoch (two leaders in one epoch is a violation).
+- `CredentialRotation` (secured runs, issue 25): the fault that rotates credentials
+  in the running cluster, one step of the README recipe at a time (a new CA trusted
+  beside the old, every certificate and token renewed, the old CA dropped, the old
+  tokens dropped); each step SIGHUPs some processes, the rest find the changed
+  files by their poll.
 
 Everything here signals only processes that its LocalCluster started.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from kraft.cluster import ClusterSpec, LocalCluster, free_ports, http_json
+from kraft.security import certs as C
+from kraft.security.client import NONE, ClientSecurity
+from kraft.security.reload import Reloader
 from kraft.tools.netproxy import NetProxy
 
 HOST = "127.0.0.1"
@@ -120,7 +130,13 @@ class TopicWriter(threading.Thread):
             attempt += 1
             left = deadline - time.monotonic()
             try:
-                status, out = http_json(method, url + path, body, timeout=max(0.5, min(5.0, left)))
+                status, out = http_json(
+                    method,
+                    url + path,
+                    body,
+                    timeout=max(0.5, min(5.0, left)),
+                    security=self.cluster.security,
+                )
             except ConnectionRefusedError:
                 self._url = None
                 time.sleep(0.05)
@@ -234,11 +250,21 @@ class FaultInjector:
     are down, stopped or isolated at a time (so the quorum can make progress between
     faults), while single link cuts come on top."""
 
-    def __init__(self, chaos: ChaosCluster, rng: random.Random, t0: float) -> None:
+    def __init__(
+        self,
+        chaos: ChaosCluster,
+        rng: random.Random,
+        t0: float,
+        rotation: CredentialRotation | None = None,
+        rotate_every_s: float = 8.0,
+    ) -> None:
         self.chaos = chaos
         self.cluster = chaos.cluster
         self.rng = rng
         self.t0 = t0
+        self.rotation = rotation
+        self.rotate_every_s = rotate_every_s
+        self._last_rotation = time.monotonic()
         self.pending: list[tuple[float, str, Any]] = []  # (due, action, arg)
         self.faulted: set[int] = set()
         self.counts: dict[str, int] = {}
@@ -282,7 +308,23 @@ class FaultInjector:
             if arg.get("node") is not None:
                 self.faulted.discard(arg["node"])
 
+    def _maybe_rotate(self) -> bool:
+        """Secured runs: a rotation step every `rotate_every_s` (instead of that turn's
+        random fault), so each run goes through whole rotations."""
+        if self.rotation is None or time.monotonic() - self._last_rotation < self.rotate_every_s:
+            return False
+        paused = any(action == "cont" for _t, action, _arg in self.pending)
+        said = self.rotation.next_step(paused)
+        if said is None:
+            return False
+        self._last_rotation = time.monotonic()
+        self._count("rotate")
+        self.say(said)
+        return True
+
     def inject(self) -> None:
+        if self._maybe_rotate():
+            return
         rng, c = self.rng, self.cluster
         kinds = ["kill9", "pause", "restart", "isolate", "cut_link"]
         kind = rng.choices(kinds, weights=[3, 2, 2, 1, 2])[0]
@@ -369,5 +411,68 @@ class FaultInjector:
         self.say("healed: every process running and continued, every link passing")
 
 
-def http_get(url: str, timeout: float = 3.0) -> tuple[int, Any]:
-    return http_json("GET", url, timeout=timeout)
+def http_get(url: str, timeout: float = 3.0, security: ClientSecurity = NONE) -> tuple[int, Any]:
+    return http_json("GET", url, timeout=timeout, security=security)
+
+
+# ------------------------------------------------------------ credential rotation
+
+
+def _age_s(pid: int) -> float:
+    """How long ago process `pid` started (from /proc; 0 if it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+
+
+class CredentialRotation:
+    """The README's rotation recipe as a chaos fault, one step per call.
+
+    A step that stops trusting old material (dropping the old CA or the old token
+    hashes) waits while a process is SIGSTOPped: a paused process cannot reload, as a
+    node that missed a whole rotation would not in production either. The test's own
+    admin client reloads with every step."""
+
+    STEPS = ("rotate-ca start", "renew all --new-token", "rotate-ca finish", "drop-old-tokens")
+
+    def __init__(self, cluster: LocalCluster, rng: random.Random) -> None:
+        assert cluster.spec.certs_dir is not None
+        self.cluster = cluster
+        self.certs = cluster.spec.certs_dir
+        self.rng = rng
+        self.step = 0
+        self.done: list[str] = []
+        self._own = Reloader([cluster.security], 0, who="chaos-test")
+
+    def next_step(self, paused: bool) -> str | None:
+        """Run the next step (None: it waits for a paused process)."""
+        name = self.STEPS[self.step % len(self.STEPS)]
+        if paused and name in ("rotate-ca finish", "drop-old-tokens"):
+            return None
+        if name == "rotate-ca start":
+            C.rotate_ca_start(self.certs)
+        elif name == "renew all --new-token":
+            C.renew(self.certs, ["all"], new_token=True)
+        elif name == "rotate-ca finish":
+            C.rotate_ca_finish(self.certs)
+        else:
+            C.drop_old_tokens(self.certs)
+        self.step += 1
+        assert self._own.reload() == 0, "the test's own client could not reload"
+        # not a process that may not have installed its handler yet: SIGHUP's default
+        # action ends a process
+        hup = [
+            n
+            for n in self.cluster.nodes.values()
+            if n.alive() and self.rng.random() < 0.5 and _age_s(n.popen.pid) > 5.0  # type: ignore[union-attr]
+        ]
+        for n in hup:
+            assert n.popen is not None
+            os.kill(n.popen.pid, signal.SIGHUP)  # a process this cluster started
+        self.done.append(name)
+        return f"rotate credentials: {name}; SIGHUP {','.join(n.name for n in hup) or 'none'} (the rest poll)"

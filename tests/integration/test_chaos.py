@@ -20,6 +20,14 @@ healed, one broker is killed for good, and after a bounded settle wait:
 
 `CHAOS_SEED=N` replays a schedule (the seed is printed; `random` picks one);
 `make chaos CHAOS_MINUTES=30` is the long run.
+
+Secured (issue 25): the same run with TLS, mTLS-or-token authentication and the
+authorizer on every controller and broker (`kraft certs` material), every test
+client authenticated as the admin, and one more fault: every 8 s a step of the
+credential rotation recipe (a new CA trusted beside the old, every certificate and
+token renewed, the old CA dropped, the old tokens dropped), reloaded by SIGHUP or
+the nodes' file poll. `CHAOS_SECURE=1` runs only the secured run, `0` only the
+plain one; unset (`make test`), both run, each for half of CHAOS_MINUTES.
 """
 
 from __future__ import annotations
@@ -40,10 +48,12 @@ import pytest
 
 from kraft.cluster import wait_for
 from kraft.controller.views import metadata_view
+from kraft.security.client import NONE, ClientSecurity
 from metadata_log.records import LeaderChangeMessage, RemoveTopicRecord, TopicRecord
 from metadata_log.replay import iter_file_batches, metadata_dir, replay_log, segment_files
 from tests.integration.chaos_cluster import (
     ChaosCluster,
+    CredentialRotation,
     FaultInjector,
     QuorumWatcher,
     TopicWriter,
@@ -60,6 +70,9 @@ SEED = (
     if _SEED_ENV == "random"
     else int(_SEED_ENV or "20261123")
 )
+_SECURE_ENV = os.environ.get("CHAOS_SECURE", "")
+MODES = {"1": ("secure",), "0": ("plain",)}.get(_SECURE_ENV, ("plain", "secure"))
+RUN_MINUTES = MINUTES / len(MODES)
 CONTROLLERS, BROKERS = 3, 6
 SESSION_MS, HEARTBEAT_MS = 6000, 1000
 SETTLE_S = 90.0
@@ -68,6 +81,7 @@ SETTLE_S = 90.0
 @dataclass
 class ChaosResult:
     seed: int
+    secure: bool
     data_dir: Path
     writer: Any
     watcher_leaders: dict[int, set[int]]
@@ -79,6 +93,7 @@ class ChaosResult:
     same_offset_views: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     stop_codes: dict[str, int | None] = field(default_factory=dict)
+    rotations: list[str] = field(default_factory=list)  # secured runs: the steps done
 
     def controller_dir(self, nid: int) -> Path:
         return self.data_dir / f"controller-{nid}"
@@ -95,8 +110,8 @@ def _tails(chaos: ChaosCluster, lines: int = 12) -> str:
     return "\n".join(out)
 
 
-def _view(url: str) -> dict[str, Any] | None:
-    status, body = http_get(f"{url}/v1/metadata?standby=true", timeout=3.0)
+def _view(url: str, security: ClientSecurity = NONE) -> dict[str, Any] | None:
+    status, body = http_get(f"{url}/v1/metadata?standby=true", timeout=3.0, security=security)
     return body if status == 200 else None
 
 
@@ -109,27 +124,32 @@ def _settled(chaos: ChaosCluster, dead: int) -> dict[int, dict[str, Any]] | None
     return view
 
 
-def _run_chaos(data_dir: Path) -> ChaosResult:
-    print(f"\nchaos: seed {SEED} (CHAOS_SEED={SEED} replays it), {MINUTES} minutes", flush=True)
-    rng = random.Random(SEED)
-    chaos = ChaosCluster(
-        data_dir,
-        CONTROLLERS,
-        BROKERS,
-        {
-            "controller_overrides": {"broker.session.timeout.ms": str(SESSION_MS)},
-            "broker_overrides": {
-                "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
-                "broker.session.timeout.ms": str(SESSION_MS),
-            },
-            "broker_args": ["--simulate-lag"],
-        },
+def _run_chaos(data_dir: Path, secure: bool) -> ChaosResult:
+    mode = "secured (TLS + authorizer, credentials rotated)" if secure else "plaintext"
+    print(
+        f"\nchaos: {mode}, seed {SEED} (CHAOS_SEED={SEED} replays it), {RUN_MINUTES} minutes",
+        flush=True,
     )
+    rng = random.Random(SEED)
+    spec_kw: dict[str, Any] = {
+        "controller_overrides": {"broker.session.timeout.ms": str(SESSION_MS)},
+        "broker_overrides": {
+            "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
+            "broker.session.timeout.ms": str(SESSION_MS),
+        },
+        "broker_args": ["--simulate-lag"],
+    }
+    if secure:
+        spec_kw["certs_dir"] = data_dir / "certs"
+        for k in ("controller_overrides", "broker_overrides"):
+            spec_kw[k]["security.reload.interval.ms"] = "1000"
+    chaos = ChaosCluster(data_dir, CONTROLLERS, BROKERS, spec_kw)
     cluster = chaos.cluster
     writer = TopicWriter(cluster, seed=SEED + 1)
     watcher = QuorumWatcher(cluster)
     t0 = time.monotonic()
-    faults = FaultInjector(chaos, rng, t0)
+    rotation = CredentialRotation(cluster, random.Random(SEED + 2)) if secure else None
+    faults = FaultInjector(chaos, rng, t0, rotation)
     ok = False
     try:
         cluster.start_all()
@@ -138,9 +158,9 @@ def _run_chaos(data_dir: Path) -> ChaosResult:
         faults.say("cluster up: leader elected, 6 brokers unfenced; chaos starts")
         watcher.start()
         writer.start()
-        end = time.monotonic() + MINUTES * 60
+        end = time.monotonic() + RUN_MINUTES * 60
         # A third of the way in, a run that has seen no failover yet gets one.
-        force_failover_at: float | None = time.monotonic() + MINUTES * 20
+        force_failover_at: float | None = time.monotonic() + RUN_MINUTES * 20
         while time.monotonic() < end:
             faults.recover_due(time.monotonic())
             if (
@@ -192,7 +212,13 @@ def _run_chaos(data_dir: Path) -> ChaosResult:
         urls = {n.node_id: n.url for n in cluster.controllers}
         with ThreadPoolExecutor(len(urls)) as pool:
             for _ in range(30):
-                got = dict(zip(urls, pool.map(_view, urls.values()), strict=True))
+                got = dict(
+                    zip(
+                        urls,
+                        pool.map(lambda u: _view(u, cluster.security), urls.values()),
+                        strict=True,
+                    )
+                )
                 if all(got.values()):
                     views = got  # type: ignore[assignment]
                     if len({v["offset"] for v in got.values()}) == 1:  # type: ignore[union-attr]
@@ -209,6 +235,7 @@ def _run_chaos(data_dir: Path) -> ChaosResult:
         )
         result = ChaosResult(
             seed=SEED,
+            secure=secure,
             data_dir=cluster.data_dir,
             writer=writer.log,
             watcher_leaders=watcher.leaders,
@@ -226,17 +253,23 @@ def _run_chaos(data_dir: Path) -> ChaosResult:
         watcher.stop_event.set()
         codes = chaos.close()
         if not ok:
-            print(f"chaos FAILED (seed {SEED}); node log tails:\n{_tails(chaos)}", flush=True)
+            print(
+                f"chaos FAILED ({mode}, seed {SEED}); node log tails:\n{_tails(chaos)}",
+                flush=True,
+            )
     result.stop_codes = codes
+    result.rotations = list(rotation.done) if rotation is not None else []
     return result
 
 
-@pytest.fixture(scope="module")
-def chaos_result(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosResult]:
+@pytest.fixture(scope="module", params=MODES)
+def chaos_result(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ChaosResult]:
     # pytest keeps the last few base temp dirs: the logs stay there for a post-mortem
-    data_dir = tmp_path_factory.mktemp("chaos")
+    data_dir = tmp_path_factory.mktemp(f"chaos-{request.param}")
     print(f"chaos data and node logs: {data_dir}", flush=True)
-    yield _run_chaos(data_dir)
+    yield _run_chaos(data_dir, secure=request.param == "secure")
 
 
 def _batches(result: ChaosResult, nid: int) -> list[tuple[int, int, bool, tuple[Any, ...]]]:
@@ -267,13 +300,13 @@ def _jsonable(x: Any) -> Any:
 
 # One long run feeds every check below; the timeout covers the run plus settling,
 # stopping and Spark.
-_TIMEOUT = int(MINUTES * 60 + 480)
+_TIMEOUT = int(RUN_MINUTES * 60 + 480)
 
 
 @pytest.mark.timeout(_TIMEOUT)
 def test_chaos_ran_faults_and_writes(chaos_result: ChaosResult) -> None:
     r = chaos_result
-    assert sum(r.counts.values()) >= max(5, int(MINUTES * 60 / 4 * 0.6)), r.counts
+    assert sum(r.counts.values()) >= max(5, int(RUN_MINUTES * 60 / 4 * 0.6)), r.counts
     assert {"kill9", "pause"} <= set(r.counts), r.counts
     assert len(r.writer.acked_creates) >= 10, "the writer got almost nothing acknowledged"
     assert not r.writer.violations, r.writer.violations
@@ -425,3 +458,26 @@ def test_spark_replay_state_equals_the_image(chaos_result: ChaosResult, tmp_path
         b["broker_id"]: b["fenced"] for b in r.views[1]["brokers"]
     }
     assert {p["topic"] for p in state["partitions"]} == {t["name"] for t in r.views[1]["topics"]}
+
+
+@pytest.mark.timeout(_TIMEOUT)
+def test_secured_run_rotated_the_ca_and_every_node_reloaded(chaos_result: ChaosResult) -> None:
+    """Secured runs: a whole CA rotation happened under the faults; every controller
+    and broker reloaded (by SIGHUP or its poll) and no reload failed; no node logged a
+    traceback. (Plain runs: no credentials, nothing to check.)"""
+    r = chaos_result
+    if not r.secure:
+        assert not r.rotations
+        return
+    steps = CredentialRotation.STEPS
+    assert list(r.rotations) == [steps[i % len(steps)] for i in range(len(r.rotations))]
+    assert "rotate-ca finish" in r.rotations, r.rotations
+    logs = sorted((r.data_dir / "logs").glob("*.log"))
+    assert len(logs) == CONTROLLERS + BROKERS
+    for log in logs:
+        text = log.read_text(errors="replace")
+        assert '"event": "security_reload_failed"' not in text, log.name
+        assert '"event": "security_reloaded"' in text or log.stem == f"broker-{r.dead_broker}", (
+            f"{log.name} never reloaded"
+        )
+        assert "Traceback" not in text, f"{log.name} logged a traceback"
