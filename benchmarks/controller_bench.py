@@ -84,6 +84,40 @@ def lat_stats(lat_s: list[float]) -> dict[str, Any]:
 
 # ===================================================================== cluster
 
+# `kraft controller` with every fsync of the process counted by the process itself
+# (os.fsync wrapped, also in the log's fsync thread); the count is appended to the
+# file argv[1] at exit (a SIGTERM is a clean exit), one line per process lifetime.
+COUNTING_CONTROLLER = """
+import atexit, os, sys, threading
+path, lock, n = sys.argv[1], threading.Lock(), [0]
+real = os.fsync
+def fsync(fd):
+    with lock:
+        n[0] += 1
+    return real(fd)
+os.fsync = fsync
+atexit.register(lambda: open(path, "a").write(f"{n[0]}\\n"))
+sys.argv = ["kraft"] + sys.argv[2:]
+from kraft.cli import main
+sys.exit(main())
+"""
+
+
+def filesystem_of(path: Path) -> dict[str, str]:
+    """The mount (device, mount point, type) holding `path`, from /proc/mounts (an
+    fsync on tmpfs is a no-op)."""
+    target = str(path.resolve())
+    best = {"device": "unknown", "mount_point": "/", "type": "unknown"}
+    with contextlib.suppress(OSError), open("/proc/mounts") as f:
+        for line in f:
+            dev, mnt, fstype, *_ = line.split()
+            mnt = mnt.replace("\\040", " ")
+            if (target == mnt or target.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(
+                best["mount_point"]
+            ):
+                best = {"device": dev, "mount_point": mnt, "type": fstype}
+    return best
+
 
 class Cluster:
     def __init__(self, tmp: Path, overrides: dict[str, str], log_level: str = "WARNING") -> None:
@@ -98,7 +132,8 @@ class Cluster:
     def start(self) -> None:
         for i in self.urls:
             args = [
-                sys.executable, "-m", "kraft.cli", "controller",
+                sys.executable, "-c", COUNTING_CONTROLLER, str(self.tmp / f"c{i}.fsyncs"),
+                "controller",
                 "--node-id", str(i), "--voters", self.voters,
                 "--data-dir", str(self.tmp / f"c{i}"), "--log-format", "json",
                 "--log-level", self.log_level,
@@ -116,6 +151,16 @@ class Cluster:
         with open(f"/proc/{self.procs[node_id].pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def fsyncs(self) -> dict[int, int | None]:
+        """Each controller's fsyncs over its stopped lifetimes (None: none reported)."""
+        out: dict[int, int | None] = {}
+        for i in self.urls:
+            with contextlib.suppress(OSError, ValueError):
+                lines = (self.tmp / f"c{i}.fsyncs").read_text().split()
+                out[i] = sum(int(x) for x in lines)
+            out.setdefault(i, None)
+        return out
 
     def stop(self) -> None:
         for p in self.procs.values():
@@ -560,6 +605,8 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         await session.close()
         await control.close()
         cluster.stop()
+    # counted by each controller process itself (os.fsync calls over its lifetime)
+    out["fsyncs_by_controller"] = cluster.fsyncs()
     return out
 
 
@@ -1081,7 +1128,13 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="controller-bench-"))
     out: dict[str, Any] = {
         "benchmark": "controller",
-        "setup": {"controllers": 3, "cpus": os.cpu_count(), "fsync": True},
+        "setup": {
+            "controllers": 3,
+            "cpus": os.cpu_count(),
+            # measured: where the data dirs are (tmpfs would make fsync a no-op);
+            # the fsyncs done are counted per controller (fsyncs_by_controller)
+            "data_dir_filesystem": filesystem_of(tmp),
+        },
     }
     try:
         sizes = [int(x) for x in opts.isr_fence.split(",") if x.strip()]

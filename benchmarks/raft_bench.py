@@ -701,12 +701,14 @@ def orchestrate(opts: argparse.Namespace) -> int:
             "on": bool(thr.get("leader_fsyncs")),
         }
         if not opts.skip_pysyncobj:
+            batching = [b.strip() for b in opts.pysyncobj_batching.split(",") if b.strip()]
             out["pysyncobj"] = {
                 "gc": "kraft.server.node.tune_gc(), as the kraft worker",
-                "mmap_batching_on": pysyncobj_phase(opts, tmp, "on", durable=False),
-                "mmap_batching_off": pysyncobj_phase(opts, tmp, "off", durable=False),
-                "durable_batching_on": pysyncobj_phase(opts, tmp, "on", durable=True),
-                "durable_batching_off": pysyncobj_phase(opts, tmp, "off", durable=True),
+                **{
+                    f"{kind}_batching_{b}": pysyncobj_phase(opts, tmp, b, durable=kind == "durable")
+                    for kind in ("mmap", "durable")
+                    for b in batching
+                },
                 "durability": {
                     "mmap": "journalFile in an mmap, never synced (PySyncObj as shipped)",
                     "durable": "msync(MS_SYNC) after every journal append and term change",
@@ -717,7 +719,7 @@ def orchestrate(opts: argparse.Namespace) -> int:
             def best(kind: str) -> float:
                 return max(
                     v["records_per_s"]
-                    for mode in (f"{kind}_batching_on", f"{kind}_batching_off")
+                    for mode in (f"{kind}_batching_{b}" for b in batching)
                     for key, v in out["pysyncobj"][mode].items()
                     if key.startswith("throughput")
                 )
@@ -770,9 +772,16 @@ def main() -> int:
         default=[],
         help="extra PySyncObj concurrency levels to measure (default: none beyond --writers)",
     )
+    ap.add_argument(
+        "--pysyncobj-batching",
+        default="on,off",
+        help="PySyncObj's batching modes to run, each as shipped and durable (default on,off)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
     ap.add_argument("--quick", action="store_true", help="short runs (a smoke test)")
     opts = ap.parse_args()
+    if not opts.pysyncobj_batching or set(opts.pysyncobj_batching.split(",")) - {"on", "off"}:
+        ap.error(f"--pysyncobj-batching {opts.pysyncobj_batching!r}: on, off or on,off")
     if opts.worker == "kraft":
         prof_dir = os.environ.get("RAFT_BENCH_PROFILE")  # cProfile each worker (diagnosis)
         if prof_dir:
