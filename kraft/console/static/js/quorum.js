@@ -1,0 +1,49 @@
+// Quorum view: GET /v1/quorum of the serving node. Lag and fetch times exist
+// only on the Raft leader; a standby shows its own staleness instead.
+
+import { el, fillBody, ago, clock } from "./dom.js";
+
+export function renderQuorum(q, cluster, now) {
+  const leader = q.leader_id === null || q.leader_id === undefined ? "unknown" : q.leader_id;
+  document.getElementById("leader").textContent = `leader ${leader} · epoch ${q.leader_epoch}`;
+  document.getElementById("leader").dataset.leaderId = leader;
+  document.getElementById("served-by").textContent = `served by controller ${q.node_id} (${q.state})`;
+  const facts = [
+    ["cluster", q.cluster_id],
+    ["leader", leader],
+    ["epoch", q.leader_epoch],
+    ["high watermark", q.high_watermark],
+    ["log end", q.log_end_offset],
+  ];
+  if (cluster) facts.push(["image offset", cluster.offset]);
+  if (q.state !== "leader" && cluster) facts.push(["standby staleness", staleness(q, cluster, now)]);
+  document.getElementById("quorum-summary").replaceChildren(
+    ...facts.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-fact": k }, v)]));
+  const rows = [];
+  const onLeader = q.state === "leader";
+  for (const [role, xs] of [["voter", q.voters || []], ["observer", q.observers || []]]) {
+    for (const r of xs) {
+      rows.push(el("tr", { "data-node": r.node_id },
+        el("td", {}, r.node_id, r.node_id === q.node_id ? " (this)" : ""),
+        el("td", {}, r.node_id === q.leader_id ? "leader" : role),
+        el("td", {}, onLeader ? r.log_end_offset : "—"),
+        el("td", {}, onLeader ? r.lag : "—"),
+        el("td", {}, onLeader ? ago(fetchAge(r.last_fetch_timestamp, now)) : "—"),
+        el("td", {}, onLeader ? clock(r.last_caught_up_timestamp) : "—")));
+    }
+  }
+  fillBody(document.getElementById("quorum-table"), rows);
+}
+
+function fetchAge(ts, now) {
+  return ts && ts > 0 ? Math.max(0, now - ts) : null;
+}
+
+function staleness(q, cluster, now) {
+  // A standby's image is behind by the committed offsets it has not applied,
+  // and as old as the append time of the last record it applied (the leader
+  // writes a NoOp every 500 ms, so a healthy standby stays under a second).
+  const behind = Math.max(0, q.high_watermark - 1 - cluster.offset);
+  const age = cluster.last_append_time_ms > 0 ? ago(Math.max(0, now - cluster.last_append_time_ms)) : "—";
+  return `${behind} offsets behind, last applied record ${age} old`;
+}

@@ -1,0 +1,73 @@
+"""The console's pure views: trouble first and bounded (kraft.console.view), and the
+feed of committed state changes (kraft.console.feed)."""
+
+from __future__ import annotations
+
+from kraft.console.feed import FIRST_WINDOW, changes_since, first_offset
+from kraft.console.view import cluster_view, summarize
+from metadata_log.batch import encode_batch
+from metadata_log.image import MetadataImage
+from metadata_log.records import (
+    BrokerRegistrationChangeRecord,
+    FenceBrokerRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+
+
+def _image() -> MetadataImage:
+    img = MetadataImage()
+    recs = [RegisterBrokerRecord(b, f"inc-{b}", 10 + b, fenced=False) for b in (1, 2, 3, 4)]
+    recs += [
+        TopicRecord("t", "tid"),
+        PartitionRecord("tid", 0, (1, 2), (1, 2), leader=1),
+        PartitionRecord("tid", 1, (2, 3), (2,), leader=2),  # under-replicated
+        PartitionRecord("tid", 2, (3, 4), (3,), leader=-1),  # offline
+        FenceBrokerRecord(3, 13),
+        BrokerRegistrationChangeRecord(4, 14, in_controlled_shutdown=1),
+    ]
+    for off, r in enumerate(recs):
+        img.replay(r, off)
+    return img
+
+
+def test_the_view_lists_trouble_first_and_counts_everything() -> None:
+    img = _image()
+    view = cluster_view(img, summarize(img), {1: {("tid", 0)}}, lambda b: 100 * b, limit=10)
+    states = [(b["broker_id"], b["state"]) for b in view["brokers"]["rows"]]
+    assert states == [(3, "FENCED"), (4, "CONTROLLED_SHUTDOWN"), (1, "UNFENCED"), (2, "UNFENCED")]
+    assert view["brokers"]["counts"] == {"UNFENCED": 2, "FENCED": 1, "CONTROLLED_SHUTDOWN": 1}
+    assert view["brokers"]["rows"][2]["partitions_led"] == 1
+    assert view["brokers"]["rows"][0]["heartbeat_age_ms"] == 300
+    order = [(p["partition_id"], p["status"]) for p in view["partitions"]["rows"]]
+    assert order == [(2, "offline"), (1, "under_replicated"), (0, "ok")]
+    assert view["topics"]["rows"][0]["offline"] == 1
+
+
+def test_the_view_shows_at_most_limit_rows_but_counts_all() -> None:
+    img = _image()
+    view = cluster_view(img, summarize(img), {}, lambda b: None, limit=2)
+    assert [b["broker_id"] for b in view["brokers"]["rows"]] == [3, 4]
+    assert view["brokers"]["total"] == 4
+    assert len(view["partitions"]["rows"]) == 2 and view["partitions"]["total"] == 3
+
+
+def test_the_feed_keeps_state_changes_below_the_high_watermark_with_their_offsets() -> None:
+    data = encode_batch(10, 1, 1_000, [NoOpRecord()], control=False) + encode_batch(
+        11, 1, 2_000,
+        [FenceBrokerRecord(3, 13), PartitionChangeRecord("tid", 0, isr=(1,), leader=1)],
+    ) + encode_batch(13, 1, 3_000, [FenceBrokerRecord(4, 14)])  # fmt: skip
+    out = changes_since(data, 10, 13, lambda tid: {"tid": "t"}.get(tid, tid))
+    assert out["next_after"] == 12  # offset 13 is not committed yet
+    assert [(c["offset"], c["kind"], c["append_time_ms"]) for c in out["changes"]] == [
+        (11, "fence", 2_000),
+        (12, "election", 2_000),
+    ]
+    assert out["changes"][1]["text"] == "t-0: leader -> 1, isr [1]"
+    # the next poll starts after it, within the log
+    assert first_offset(12, 14, 0) == 13
+    assert first_offset(-1, 10_000, 0) == 10_000 - FIRST_WINDOW
+    assert first_offset(-1, 100, 50) == 50
