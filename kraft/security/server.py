@@ -16,6 +16,7 @@ so a revoked token is refused from the reload on, even on an open connection.
 
 from __future__ import annotations
 
+import json
 import logging
 import ssl
 import time
@@ -172,6 +173,17 @@ class Authenticator:
         return principal
 
 
+def console_challenge(e: ApiError) -> web.HTTPUnauthorized:
+    """The web console's 401 (kraft.console): the same refusal, plus a Basic challenge
+    so that a browser asks for the principal and secret (Basic's user and password)
+    and then sends them with the page's every request."""
+    return web.HTTPUnauthorized(
+        headers={"WWW-Authenticate": 'Basic realm="kraft console", charset="UTF-8"'},
+        text=json.dumps(e.to_body()),
+        content_type="application/json",
+    )
+
+
 def security_middleware(sec: ServerSecurity) -> Any:
     authenticator = Authenticator(sec)
 
@@ -179,9 +191,14 @@ def security_middleware(sec: ServerSecurity) -> Any:
     async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
         if request.path in OPEN_PATHS:
             return await handler(request)
-        request[PRINCIPAL] = authenticator.principal(
-            request.headers.get("Authorization"), request.transport
-        )
+        try:
+            request[PRINCIPAL] = authenticator.principal(
+                request.headers.get("Authorization"), request.transport
+            )
+        except ApiError as e:
+            if request.path == "/ui" or request.path.startswith("/ui/"):
+                raise console_challenge(e) from None
+            raise
         return await handler(request)
 
     return authenticate

@@ -410,6 +410,15 @@ class _RoutesService:
     def metrics_text(self) -> tuple[bytes, str]:
         return self._node.metrics.render()
 
+    # the web console's reads (kraft.console.server.ConsoleSource)
+    def console_controller(self) -> tuple[Any, int]:
+        return self._service.controller, self._service.clock()
+
+    def read_committed_log(self, from_offset: int, max_bytes: int) -> tuple[bytes, int, int]:
+        raft = self._node.raft
+        data = raft.log.read(from_offset, max_bytes) if max_bytes > 0 else b""
+        return data, raft.high_watermark, raft.log.start_offset
+
 
 @dataclass
 class NodeSettings:

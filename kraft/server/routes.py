@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from kraft.console.server import build_console_routes
 from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
 from kraft.controller.requests import (
@@ -221,7 +222,9 @@ def build_routes(
     async def get_openapi(request: web.Request) -> web.Response:
         return reply(request, openapi(f"{request.scheme}://{request.host}"))
 
-    return routes_from_spec(
+    # the web console (GET /ui...; not in the API table: HTML and its own views)
+    console = build_console_routes(service) if hasattr(service, "console_controller") else []
+    return console + routes_from_spec(
         {
             "register": register,
             "heartbeat": heartbeat,
