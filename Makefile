@@ -6,14 +6,19 @@ STAMP := $(VENV)/.installed
 SIM_SEEDS ?= 500
 CHAOS_MINUTES ?= 2
 
-.PHONY: install java-runtime test test-random demo chaos bench lint sim clean certs fuzz
+.PHONY: install java-runtime browser test test-random demo chaos bench lint sim clean certs fuzz
 
-install: $(STAMP) java-runtime
+install: $(STAMP) java-runtime browser
 
 # Spark needs Java 17+: installed from Debian when missing (as root), else one clear
 # line and exit 2, so that the Spark tests are never left out in silence.
 java-runtime:
 	@sh scripts/ensure-java.sh
+
+# The web console's browser tests need Debian's chromium and chromium-driver:
+# installed when missing (as root), else one clear line and exit 2.
+browser:
+	@sh scripts/ensure-browser.sh
 
 # Re-installs only when pyproject.toml changes: a no-op in seconds once done.
 $(STAMP): pyproject.toml

@@ -263,6 +263,11 @@ class LocalCluster:
         return node
 
     @property
+    def console_url(self) -> str:
+        """The web console (kraft.console) of the first controller; every one serves it."""
+        return self.controller_urls[0] + "/ui"
+
+    @property
     def controllers(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.role == "controller"]
 
@@ -535,9 +540,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"  controller {n.node_id}: {n.url}  pid {n.pid}  (log {n.log_path})")
         for n in cluster.brokers:
             print(f"  broker {n.node_id}: pid {n.pid}  (log {n.log_path})")
+        print(f"web console: {cluster.console_url}  (any controller's /ui)")
         print(f"admin tools: export KRAFT_BOOTSTRAP={','.join(cluster.controller_urls)}")
         if spec.certs_dir is not None:
             print(f"             export KRAFT_COMMAND_CONFIG={spec.certs_dir / 'admin.properties'}")
+            print(
+                f"             (the console asks for a principal and secret: {spec.certs_dir / 'admin.token'} holds admin:SECRET)"
+            )
         print("Ctrl-C stops the cluster.", flush=True)
         started = time.monotonic()
         while not stop.wait(args.status_interval):

@@ -253,6 +253,7 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
         if spec.certs_dir is not None:
             describe += ["--command-config", str(spec.certs_dir / "admin.properties")]
         subprocess.run(describe, check=False, timeout=30)
+        say(f"\n   web console (live, while the cluster runs): {url}/ui")
     finally:
         t0 = step(7, "stop the cluster")
         codes = cluster.stop_all()
