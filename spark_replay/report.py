@@ -357,6 +357,22 @@ def _time_unit(span_ms: int) -> tuple[int, str]:
     return 3_600_000, "hours"
 
 
+ELECTION_BUCKETS_MS = (1000, 2000, 5000, 10_000, 15_000, 30_000, 60_000)
+
+
+def _election_bucket_ms(span_ms: int) -> int:
+    """The smallest round bucket giving at most ten bars (a 4 s log: 1 s; 40 s:
+    5 s; 2 min: 15 s); a minute for a log of ten minutes or more."""
+    for b in ELECTION_BUCKETS_MS:
+        if span_ms <= 10 * b:
+            return b
+    return 60_000
+
+
+def _per_text(bucket_ms: int) -> str:
+    return "per minute" if bucket_ms == 60_000 else f"per {bucket_ms // 1000} s"
+
+
 def plots(tables: Tables, stop: dict[str, Any] | None = None) -> dict[str, str]:
     """Base64 PNGs: broker states, partitions online/offline, leaders per broker, elections.
 
@@ -369,6 +385,7 @@ def plots(tables: Tables, stop: dict[str, Any] | None = None) -> dict[str, str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     info = tables.info
     t0 = info.first_time_ms
@@ -385,7 +402,13 @@ def plots(tables: Tables, stop: dict[str, Any] | None = None) -> dict[str, str]:
     def x(ms: float) -> float:
         return (ms - t0) / unit
 
-    def finish(ax: Any, title: str, ylabel: str, legend: list[Any] | None = None) -> None:
+    def finish(
+        ax: Any,
+        title: str,
+        ylabel: str,
+        legend: list[Any] | None = None,
+        integer_y: bool = True,
+    ) -> None:
         ax.set_xlim(0, x(t_end))
         ax.set_xlabel(x_label)
         ax.set_ylabel(ylabel)
@@ -396,13 +419,19 @@ def plots(tables: Tables, stop: dict[str, Any] | None = None) -> dict[str, str]:
         if stop_ms is not None:
             ax.axvspan(x(stop_ms), x(t_end), color="#000000", alpha=0.08, zorder=0)
             handles = [*handles, Patch(color="#000000", alpha=0.15, label="cluster stopping")]
+        if integer_y:
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_ylim(bottom=0, top=max(1, ax.get_ylim()[1]))
         if handles:
+            # under the plot, in rows: it never covers data, and the figure stays
+            # narrow enough to read when a phone scales it to its width
             ax.legend(
                 handles=handles,
-                loc="upper left",
-                bbox_to_anchor=(1.01, 1.0),
-                fontsize=8,
-                ncol=1 if len(handles) <= 20 else 2,
+                loc="upper center",
+                bbox_to_anchor=(0.5, -0.28),
+                fontsize=9,
+                ncol=min(len(handles), 6),
+                frameon=False,
             )
 
     out: dict[str, str] = {}
@@ -437,6 +466,7 @@ def plots(tables: Tables, stop: dict[str, Any] | None = None) -> dict[str, str]:
         title,
         "broker",
         legend=[Patch(color=c, label=s) for s, c in STATE_COLORS.items()],
+        integer_y=False,
     )
     out["broker_states"] = _png(fig)
 
@@ -508,13 +538,16 @@ def plots(tables: Tables, stop: dict[str, Any] | None = None) -> dict[str, str]:
     finish(ax, f"Partitions led per broker ({resolution})", "partitions led")
     out["leaders_per_broker"] = _png(fig)
 
-    # 4. elections per minute (UTC clock minutes, as summary.json's busiest_minute)
+    # 4. elections over time: per minute on a long log; on a log of a few seconds
+    # or minutes a minute would be one bar wider than the whole plot, so the bucket
+    # shrinks to the smallest round width giving at most ten bars, aligned on the history's
+    # start, and the title and axis name it ("per 5 s")
+    ebucket = _election_bucket_ms(t_end - t0)
+    # minutes stay UTC clock minutes, as summary.json's busiest_minute
+    origin = 0 if ebucket == 60_000 else t0
     el = (
         tables.leader_elections.filter(F.col("cause") != "CREATE")
-        .select(
-            F.floor(F.col("append_time_ms") / 60_000).alias("m"),
-            "cause",
-        )
+        .select(F.floor((F.col("append_time_ms") - origin) / ebucket).alias("m"), "cause")
         .groupBy("m", "cause")
         .count()
         .collect()
@@ -525,22 +558,32 @@ def plots(tables: Tables, stop: dict[str, Any] | None = None) -> dict[str, str]:
         by_cause[r["cause"]][r["m"]] = r["count"]
     fig, ax = plt.subplots(figsize=(11, 3.5))
     bottom: dict[int, int] = {}
-    width = 60_000 / unit
+    width = ebucket / unit
+    per = _per_text(ebucket)
     for c in causes:
         ms = sorted(by_cause[c])
         ax.bar(
-            [x(m * 60_000) for m in ms],
+            [x(origin + m * ebucket) for m in ms],
             [by_cause[c][m] for m in ms],
             bottom=[bottom.get(m, 0) for m in ms],
             width=width,
             align="edge",
-            label=c,
+            label=f"{c} ({sum(by_cause[c].values())})",
             color=CAUSE_COLORS.get(c),
+            edgecolor="white",
+            linewidth=0.5,
         )
         for m in ms:
             bottom[m] = bottom.get(m, 0) + by_cause[c][m]
+    if not causes:
+        ax.text(
+            0.5, 0.5, "no leader elections (other than partition creation)",
+            transform=ax.transAxes, ha="center", va="center", color="#555555",
+        )  # fmt: skip
     finish(
-        ax, "Leader elections per minute, by cause (partition creation not counted)", "elections"
+        ax,
+        f"Leader elections {per}, by cause (partition creation not counted)",
+        f"elections {per}",
     )
     out["elections_per_minute"] = _png(fig)
     return out
@@ -639,22 +682,26 @@ def write_report(out_dir: Path, summary: dict[str, Any], images: dict[str, str])
         "broker_states": "Broker state timeline",
         "partitions_online_offline": "Online / offline partitions over time",
         "leaders_per_broker": "Leaders per broker over time",
-        "elections_per_minute": "Elections per minute",
+        "elections_per_minute": "Leader elections over time",
     }
     rows = "\n".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
         for k, v in key_facts(summary)
     )
     figs = "\n".join(
-        f'<h2>{html.escape(titles.get(k, k))}</h2>\n<img alt="{html.escape(k)}" '
-        f'src="data:image/png;base64,{v}">'
+        f'<h2>{html.escape(titles.get(k, k))}</h2>\n<figure class="plot"><img alt="{html.escape(k)}" '
+        f'src="data:image/png;base64,{v}"></figure>'
         for k, v in images.items()
     )
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>Cluster metadata history</title>
-<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}
-th{{text-align:left;padding-right:2em;vertical-align:top}}img{{max-width:100%}}
-pre{{background:#f4f4f4;padding:1em}}</style>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.35}}
+th{{text-align:left;padding-right:2em;vertical-align:top}}td{{overflow-wrap:anywhere}}
+.plot{{margin:0;overflow-x:auto}}.plot img{{max-width:100%}}
+pre{{background:#f4f4f4;padding:1em;overflow-x:auto}}
+@media (max-width:700px){{body{{margin:1em auto;font-size:15px}}h1{{font-size:1.4em}}
+th{{padding-right:.8em}}.plot img{{max-width:none;width:680px}}}}</style>
 </head><body>
 <h1>Cluster metadata history{html.escape(_title_suffix(summary))}</h1>
 <table>{rows}</table>

@@ -95,3 +95,12 @@ def test_key_facts_of_a_stopped_cluster_name_the_running_peak() -> None:
         "t-3: 2.5 s, from offset 5 (2026-01-01T00:00:00.000+00:00) until offset 9"
     )
     assert facts["Note"].startswith("No broker is running")
+
+
+def test_elections_are_bucketed_so_a_few_second_log_still_has_bars() -> None:
+    from spark_replay.report import _election_bucket_ms, _per_text
+
+    assert (_election_bucket_ms(4_000), _per_text(1_000)) == (1_000, "per 1 s")
+    assert _election_bucket_ms(40_000) == 5_000  # 8 bars, not one minute-wide bar
+    assert _election_bucket_ms(120_000) == 15_000
+    assert (_election_bucket_ms(3_600_000), _per_text(60_000)) == (60_000, "per minute")
