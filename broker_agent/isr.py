@@ -41,7 +41,7 @@ from typing import Any
 from metadata_log.image import MetadataImage, PartitionRegistration
 
 PartitionKey = tuple[str, int]  # (topic_id, partition_id)
-RECOVERING = 1
+RECOVERED, RECOVERING = 0, 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +74,7 @@ class AlterSend:
     key: PartitionKey
     body: dict[str, Any]
     timeout_ms: int
-    reason: str  # "expand" | "shrink"
+    reason: str  # "expand" | "shrink" | "recover"
 
 
 @dataclass(slots=True)
@@ -103,6 +103,7 @@ class IsrManager:
         self._next_check_ms: int | None = None
         self.expansions = 0
         self.shrinks = 0
+        self.recoveries = 0  # RECOVERING partitions this leader marked RECOVERED
         self.errors = 0
 
     # ---------------------------------------------------------------- helpers
@@ -166,6 +167,7 @@ class IsrManager:
         p: PartitionRegistration,
         broker_epoch: int,
         new_isr: list[int],
+        leader_recovery_state: int,
     ) -> dict[str, Any]:
         def epoch_of(b: int) -> int:
             reg = image.brokers.get(b)
@@ -179,7 +181,7 @@ class IsrManager:
             "leader_epoch": p.leader_epoch,
             "partition_epoch": p.partition_epoch,
             "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": epoch_of(b)} for b in new_isr],
-            "leader_recovery_state": p.leader_recovery_state,
+            "leader_recovery_state": leader_recovery_state,
         }
 
     def _backoff(self, key: PartitionKey, now_ms: int) -> None:
@@ -239,11 +241,15 @@ class IsrManager:
                 del self._waiting[key]
             if key in self._retry_at:
                 continue
-            if p.leader_recovery_state == RECOVERING:
-                continue
             new_isr = list(p.isr)
             reason = None
-            if check and cfg.lag_probability > 0:
+            recovered = p.leader_recovery_state
+            if p.leader_recovery_state == RECOVERING:
+                # an unclean (or last-known-leader) election: the leader's log is the
+                # truth now; it says so (RECOVERED) before anyone joins its ISR, as
+                # Kafka's Partition does once its log is ready (KIP-704)
+                new_isr, reason, recovered = [self.broker_id], "recover", RECOVERED
+            if reason is None and check and cfg.lag_probability > 0:
                 for r in p.isr:
                     if r != self.broker_id and self.rng.random() < cfg.lag_probability:
                         new_isr.remove(r)
@@ -264,7 +270,7 @@ class IsrManager:
             send = AlterSend(
                 rid,
                 key,
-                self._body(image, key, p, broker_epoch, new_isr),
+                self._body(image, key, p, broker_epoch, new_isr, recovered),
                 cfg.request_timeout_ms,
                 reason,
             )
@@ -298,8 +304,10 @@ class IsrManager:
         self._failures.pop(key, None)
         if flight.send.reason == "expand":
             self.expansions += 1
-        else:
+        elif flight.send.reason == "shrink":
             self.shrinks += 1
+        else:
+            self.recoveries += 1
         epoch = reply.get("partition_epoch") if isinstance(reply, dict) else None
         if type(epoch) is int:
             self._waiting[key] = (epoch, now_ms + self.config.pending_timeout_ms)

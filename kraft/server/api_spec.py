@@ -70,6 +70,7 @@ V1: list[Endpoint] = [
                 ["name", "min_supported_version", "max_supported_version"],
                 name=STR, min_supported_version=NONNEG, max_supported_version=NONNEG,
             )),
+            previous_broker_epoch=INT,  # KIP-966: -1 after an unclean shutdown
         ),
     ),
     Endpoint(
@@ -115,6 +116,17 @@ V1: list[Endpoint] = [
         obj(["topic", "partition"], topic=STR, partition=NONNEG,
             type={"type": "string", "enum": ["preferred", "unclean"]}),
     ),
+    Endpoint(
+        "alter_reassignments", "POST", "/v1/partitions/reassignments",
+        "start or cancel partition reassignments (KIP-455; kafka-reassign-partitions JSON)",
+        "admin",
+        obj(["partitions"], version={"type": "integer", "enum": [1]},
+            partitions=arr(obj(["topic", "partition", "replicas"], topic=STR,
+                               partition=NONNEG,
+                               replicas={"type": ["array", "null"], "items": NONNEG}))),
+    ),
+    Endpoint("list_reassignments", "GET", "/v1/partitions/reassignments",
+             "the ongoing partition reassignments", "any", query=_STANDBY),
     Endpoint("get_metadata", "GET", "/v1/metadata", "the committed metadata image", "any",
              query=_STANDBY),
     Endpoint("get_quorum", "GET", "/v1/quorum", "this node's view of the quorum", "any"),

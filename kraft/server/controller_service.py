@@ -171,18 +171,29 @@ class ControllerService:
         self._replay: _LargeWrite | None = None
         self._replay_idle = asyncio.Event()
         self._replay_idle.set()
+        # preferred-leader balancing (auto.leader.rebalance.enable), every
+        # leader.imbalance.check.interval.seconds of the controller's config
+        self._balance_task: asyncio.Task[None] | None = None
+        self.balance_batches = 0  # committed preferred-leader batches (tests, benchmarks)
 
     # ---------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="controller-event-queue")
         self._timer_task = asyncio.create_task(self._timers(), name="controller-timers")
+        config = self.controller.config
+        if config.auto_leader_rebalance_enable:
+            self._balance_task = asyncio.create_task(
+                self._balance_leaders(config.leader_imbalance_check_interval_seconds),
+                name="controller-leader-balancer",
+            )
 
     async def stop(self) -> None:
-        for t in (self._task, self._timer_task):
+        tasks = (self._task, self._timer_task, self._balance_task)
+        for t in tasks:
             if t is not None:
                 t.cancel()
-        for t in (self._task, self._timer_task):
+        for t in tasks:
             if t is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await t
@@ -700,12 +711,70 @@ class ControllerService:
                     wake = min(wake, due)
             await asyncio.sleep(max(0.001, (wake - self.clock()) / 1000))
 
+    async def _balance_leaders(self, interval_s: float) -> None:
+        """Kafka's maybeBalancePartitionLeaders: every check interval the active
+        controller elects preferred leaders, one bounded batch per event in the
+        normal lane (heartbeats and fences go first), each batch committed before the
+        next is decided, and again at once while a batch left imbalanced partitions.
+        A check that elected anything logs one `leader_balance` line (batches,
+        elections, ms from the first decision to the last commit)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            if self.controller.active:
+                await self._balance_check()
+
+    async def _balance_check(self) -> None:
+        elections: list[int] = []  # elections of each committed batch
+        started = time.perf_counter()
+        for _ in range(MAX_BALANCE_BATCHES_PER_CHECK):
+            if not self.controller.active:
+                break
+            try:
+                fut = self.submit("balance-partition-leaders", _balance_batch)
+                reply = await asyncio.wait_for(asyncio.shield(fut), self.reply_timeout_s)
+            except (ApiError, TimeoutError) as e:
+                # lost the leadership or overloaded: the next check tries again
+                log.info(
+                    "leader balancing deferred",
+                    extra={"event": "leader_balance_deferred", "reason": str(e)},
+                )
+                break
+            if not reply:
+                break  # nothing is imbalanced
+            if reply.get("elections"):
+                elections.append(reply["elections"])
+            if not reply.get("more"):
+                break  # the round is over: the rest waits for the next interval
+        if elections:
+            self.balance_batches += len(elections)
+            log.info(
+                "preferred leaders elected",
+                extra={
+                    "event": "leader_balance",
+                    "batches": len(elections),
+                    "elections": sum(elections),
+                    "decision_to_commit_ms": round((time.perf_counter() - started) * 1000, 1),
+                    "imbalanced_left": self.controller.imbalanced_partition_count(),
+                },
+            )
+
     async def _drained(self) -> None:
         """Let the queued fence run (and replay) before looking for the next stale broker."""
         for _ in range(100):
             if not self._priority:
                 return
             await asyncio.sleep(0.001)
+
+
+# A check elects at most this many batches (leader.imbalance.max.elections.per.batch
+# partitions each) before it waits for the next interval: bounded work per check.
+MAX_BALANCE_BATCHES_PER_CHECK = 10_000
+
+
+def _balance_batch(c: QuorumController, now: int, off: int) -> ControllerResult:
+    """One bounded batch of preferred-leader elections (cause REBALANCE); its reply
+    says `elections` and whether the round has `more` (None: nothing imbalanced)."""
+    return c.maybe_balance_partition_leaders(now) or ControllerResult(())
 
 
 def _fence_one(c: QuorumController, now: int) -> ControllerResult | None:

@@ -104,6 +104,12 @@ GAUGES: dict[str, tuple[str, str]] = {
         "partitions without a leader",
         "offline_partitions",
     ),
+    # Kafka's name: partitions whose leader is not their preferred (first) replica,
+    # leaderless ones included; the balancer's work left (kept by replay)
+    "kafka_controller_kafkacontroller_preferredreplicaimbalancecount": (
+        "partitions whose leader is not their preferred replica",
+        "preferred_replica_imbalance",
+    ),
     "kafka_controller_kafkacontroller_lastcommittedrecordoffset": (
         "offset of the last committed record",
         "last_committed_offset",

@@ -437,6 +437,23 @@ class NodeSettings:
         return default if self.config is None else self.config.get(key, default)
 
 
+def _issue19_config(s: NodeSettings) -> dict[str, Any]:
+    """ControllerConfig's KIP-966 and leader-balancing fields from the node's keys
+    (defaults from the config registry when no config was loaded)."""
+    from kraft.config import KEYS
+
+    def get(key: str) -> Any:
+        return s.get(key, KEYS[key].default)
+
+    return {
+        "min_insync_replicas": get("min.insync.replicas"),
+        "auto_leader_rebalance_enable": get("auto.leader.rebalance.enable"),
+        "leader_imbalance_check_interval_seconds": get("leader.imbalance.check.interval.seconds"),
+        "leader_imbalance_max_elections_per_batch": get("leader.imbalance.max.elections.per.batch"),
+        "bootstrap_eligible_leader_replicas_version": get("eligible.leader.replicas.version"),
+    }
+
+
 def _url(host: str, port: int, scheme: str = "http") -> str:
     return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
@@ -527,6 +544,7 @@ class ControllerNode:
                 session_timeout_ms=s.get("broker.session.timeout.ms", 9000),
                 heartbeat_interval_ms=s.get("broker.heartbeat.interval.ms", 2000),
                 unclean_leader_election_enable=s.get("unclean.leader.election.enable", False),
+                **_issue19_config(s),
             ),
             random.Random(rng.getrandbits(64)),
         )
@@ -856,6 +874,7 @@ class ControllerNode:
             "log_end_offset": self.log.end_offset,
         }
         out.update(image_gauges(image, len(self.controller.index.leaderless)))
+        out["preferred_replica_imbalance"] = self.controller.imbalanced_partition_count()
         fenced, records, ms = self.metrics.last_fence
         out["last_fenced_broker"] = fenced
         out["last_fence_records"] = records

@@ -32,6 +32,7 @@ from kraft.controller.requests import (
     ElectLeadersRequest,
     RegisterBrokerRequest,
     parse_int,
+    parse_reassignment_plan,
 )
 from kraft.controller.topic_policy import (
     TopicLimits,
@@ -189,6 +190,23 @@ def build_routes(
             await service.write("elect-leaders", lambda c, now, off: c.elect_leaders(req, now)),
         )
 
+    async def alter_reassignments(request: web.Request) -> web.Response:
+        authorize_admin(request, "reassign partitions")
+        # The whole plan is parsed here and validated by the controller before any
+        # record is generated: a rejected plan writes nothing (KIP-455).
+        req = parse_reassignment_plan(await read_body(request))
+        return reply(
+            request,
+            await service.write(
+                "alter-partition-reassignments",
+                lambda c, now, off: c.alter_partition_reassignments(req, now),
+            ),
+        )
+
+    async def list_reassignments(request: web.Request) -> web.Response:
+        image = await service.read_image(_standby(request))
+        return reply(request, {"partitions": ongoing_reassignments(image)})
+
     def _standby(request: web.Request) -> bool:
         return request.query.get("standby", "false").lower() == "true"
 
@@ -238,6 +256,8 @@ def build_routes(
             "add_partitions": add_partitions,
             "alter_configs": alter_configs,
             "elect": elect,
+            "alter_reassignments": alter_reassignments,
+            "list_reassignments": list_reassignments,
             "get_metadata": get_metadata,
             "get_quorum": get_quorum,
             "metrics": metrics,
@@ -245,6 +265,27 @@ def build_routes(
             "openapi": get_openapi,
         }
     )
+
+
+def ongoing_reassignments(image: MetadataImage) -> list[dict[str, Any]]:
+    """ListPartitionReassignments from a committed image: every partition with adding
+    or removing replicas, by topic name and partition id. `replicas` is the current
+    (union) set; the target is it without `removing_replicas`."""
+    out = []
+    for topic in image.topics.values():
+        for pid, p in topic.partitions.items():
+            if p.adding_replicas or p.removing_replicas:
+                out.append(
+                    {
+                        "topic": topic.name,
+                        "partition": pid,
+                        "replicas": list(p.replicas),
+                        "adding_replicas": list(p.adding_replicas),
+                        "removing_replicas": list(p.removing_replicas),
+                    }
+                )
+    out.sort(key=lambda r: (r["topic"], r["partition"]))
+    return out
 
 
 def not_controller(leader_id: int | None, leader_url: str | None) -> ApiError:

@@ -239,3 +239,20 @@ def test_strict_min_isr_holds_the_high_watermark_below_min_insync_replicas() -> 
     _change(c, m, 0, isr=(1, 2))
     c.step(mgr, 4000)
     assert mgr.logs[(m, 0)] == [5, 5] and mgr.under_min_isr == 0
+
+
+def test_a_recovering_leader_marks_its_partition_recovered_then_expands() -> None:
+    c = Cluster()
+    # an unclean election left broker 1 leading alone, RECOVERING (KIP-704)
+    _change(c, c.topic_id, 0, isr=(1,), leader_recovery_state=1)
+    mgr = manager(catch_up_ms=0)
+    sends = c.step(mgr, 1000)
+    recover = [s for s in sends if s.key == (c.topic_id, 0)]
+    assert [s.reason for s in recover] == ["recover"]
+    assert recover[0].body["leader_recovery_state"] == 0
+    assert [m["broker_id"] for m in recover[0].body["new_isr_with_epochs"]] == [1]
+    p = c.h.partition("t", 0)
+    assert p.leader_recovery_state == 0 and p.isr == (1,) and c.errors == []
+    assert mgr.recoveries == 1
+    c.step(mgr, 2000)  # then the followers join as usual
+    assert set(c.h.partition("t", 0).isr) == {1, 2, 3}
