@@ -59,6 +59,21 @@ def read_kafka_natives(directory: Path) -> int:
     return n
 
 
+def task_rows(directory: Path, per_record: bool = False) -> int:
+    """What a Spark task decodes: every segment to the `records` Arrow rows
+    (spark_replay.decode.read_file; for Kafka the vectorised path, or with
+    `per_record` the per-record reference)."""
+    from spark_replay import decode_kafka
+    from spark_replay.datasource import list_log_files
+    from spark_replay.decode import read_file
+
+    n = 0
+    for f in list_log_files(directory, snapshots=False):
+        batches = decode_kafka._per_record(f, 65_536) if per_record else read_file(f)
+        n += sum(b.num_rows for b in batches)
+    return n
+
+
 def timed(fn: Callable[[], int], runs: int) -> tuple[int, float]:
     times = []
     n = 0
@@ -79,14 +94,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--codecs", default="none,lz4,zstd,snappy,gzip")
+    ap.add_argument(
+        "--shape",
+        choices=("story", "busy"),
+        default="story",
+        help="the story's shape (busy: replay_bench's BUSY, mostly NoOps one per batch)",
+    )
     args = ap.parse_args(argv)
+    from benchmarks.replay_bench import SHAPES
+
     root = Path(tempfile.mkdtemp(prefix="kafka-decode-bench-"))
     try:
-        generate(root / "native", scaled_config(args.records, args.seed))
+        generate(root / "native", scaled_config(args.records, args.seed, **SHAPES[args.shape]))
         native_dir = root / "native" / "__cluster_metadata-0"
         n, secs = timed(lambda: read_native(native_dir), args.runs)
+        tn, tsecs = timed(lambda: task_rows(native_dir), args.runs)
+        assert tn == n, (tn, n)
         result: dict = {
             "bench": "kafka_decode",
+            "shape": args.shape,
             "records": n,
             "runs": args.runs,
             "cpu_count": os.cpu_count(),
@@ -94,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 "bytes": log_bytes(native_dir),
                 "seconds": round(secs, 3),
                 "records_per_s": round(n / secs),
+                "task_rows_records_per_s": round(n / tsecs),
             },  # fmt: skip
             "kafka": {},
         }
@@ -107,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
             assert kn == n, (kn, n)
             nn, nsecs = timed(lambda d=kdir: read_kafka_natives(d), args.runs)
             assert nn == n, (nn, n)
+            rn, rsecs = timed(lambda d=kdir: task_rows(d), args.runs)
+            assert rn == n, (rn, n)
+            pn, psecs = timed(lambda d=kdir: task_rows(d, per_record=True), args.runs)
+            assert pn == n, (pn, n)
             result["kafka"][codec] = {
                 "natives_only_records_per_s": round(nn / nsecs),
                 "natives_only_time_vs_native": round(nsecs / secs, 2),
@@ -115,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
                 "records_per_s": round(kn / ksecs),
                 "time_vs_native": round(ksecs / secs, 2),
                 "write_records_per_s": round(kn / write_s),
+                # a Spark task's decode to Arrow rows (records table + typed columns)
+                "task_rows_records_per_s": round(rn / rsecs),
+                "task_rows_time_vs_native": round(rsecs / tsecs, 2),
+                "task_rows_per_record_records_per_s": round(pn / psecs),
+                "task_rows_per_record_time_vs_native": round(psecs / tsecs, 2),
             }
         print(json.dumps(result))
     finally:

@@ -67,17 +67,66 @@ SORT_KEYS = {
 }
 
 
-def ensure_log(work: Path, records: int, seed: int) -> tuple[Path, dict[str, Any]]:
-    """A cached generated log of `records` records."""
-    data = work / f"log-{records}-{seed}-v2"
+# The busy shape (issue 23): a long-lived busy cluster's log is mostly the active
+# controller's NoOpRecords (one every metadata.max.idle.interval.ms = 500 ms, one per
+# batch, as KRaft writes them), with AlterPartition ISR shrinks and expands, and
+# rolling restarts (controlled shutdowns: BrokerRegistrationChangeRecords, then the
+# leaders moving: PartitionChangeRecords) far more often than crashes, topic churn,
+# admin elections or controller failovers. The generator steps ~500 ms of simulated
+# time, so a quiet step writes one NoOp; the rates are per step. Measured mix at 1M
+# (seed 1): ~80% NoOpRecord, ~19% PartitionChangeRecord, the rest < 1% (the JSON
+# carries the exact counts by type: `record_mix`).
+BUSY = {
+    "step_ms": (400, 600),
+    "isr_shrink_rate": 0.03,
+    "shutdown_rate": 0.00006,
+    "crash_rate": 0.00001,
+    "topic_churn_rate": 0.00002,
+    "admin_rate": 0.0003,
+    "failover_rate": 0.00002,
+}
+SHAPES = {"story": {}, "busy": BUSY}
+
+
+def record_mix(data: Path) -> dict[str, Any]:
+    """Records by type and batches of a native log (every batch decoded)."""
+    from collections import Counter
+
+    from metadata_log.replay import iter_file_batches, segment_files
+
+    counts: Counter[str] = Counter()
+    batches = 0
+    segments = segment_files(data / "__cluster_metadata-0")
+    for k, (_base, path) in enumerate(segments):
+        for b in iter_file_batches(path, allow_torn_tail=k == len(segments) - 1):
+            batches += 1
+            counts.update(type(r).__name__ for r in b.records)
+    total = sum(counts.values())
+    return {
+        "batches": batches,
+        "records_by_type": dict(counts.most_common()),
+        "share_by_type": {k: round(v / total, 4) for k, v in counts.most_common()},
+    }
+
+
+def ensure_log(
+    work: Path, records: int, seed: int, shape: str = "story"
+) -> tuple[Path, dict[str, Any]]:
+    """A cached generated log of `records` records of the given shape (SHAPES)."""
+    data = work / (
+        f"log-{records}-{seed}-v2" if shape == "story" else f"log-{records}-{seed}-{shape}-v1"
+    )
     meta_file = data / "generated.json"
     if meta_file.exists():
         return data, json.loads(meta_file.read_text())
     if data.exists():
         shutil.rmtree(data)
     t = time.perf_counter()
-    meta = generate(data, scaled_config(records, seed))
+    meta = generate(data, scaled_config(records, seed, **SHAPES[shape]))
     meta["generate_s"] = round(time.perf_counter() - t, 2)
+    meta["shape"] = shape
+    if shape != "story":
+        meta["record_mix"] = record_mix(data)
     meta_file.write_text(json.dumps(meta))
     return data, meta
 
@@ -311,6 +360,21 @@ def tables_hash(out: Path) -> dict[str, str]:
     return result
 
 
+def generate_only(work: Path, sizes: list[int], seed: int, shape: str, formats: list[str]) -> int:
+    """Write one story per size in every format (cached); print where and what."""
+    logs = []
+    for size in sizes:
+        data, meta = ensure_log(work, size, seed, shape)
+        entry: dict[str, Any] = {"records": meta["records"], "native": str(data), **meta}
+        if "kafka" in formats:
+            kafka = ensure_kafka_log(data)
+            entry["kafka"] = str(kafka)
+            entry["kafka_written"] = json.loads((kafka / "written.json").read_text())
+        logs.append(entry)
+    print(json.dumps({"shape": shape, "seed": seed, "logs": logs}, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
@@ -324,6 +388,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default="/tmp/kraft-replay-bench", help="cache of generated logs")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
     ap.add_argument("--formats", default="kraft", help="of kraft,kafka: the log's format(s)")
+    ap.add_argument(
+        "--shape", choices=sorted(SHAPES), default="story", help="the generated log's shape"
+    )
+    ap.add_argument(
+        "--generate-only",
+        action="store_true",
+        help="write (and cache) the logs of every size and format, print their paths and mix",
+    )
     args = ap.parse_args(argv)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     if not formats or set(formats) - {"kraft", "kafka"}:
@@ -335,11 +407,15 @@ def main(argv: list[str] | None = None) -> int:
     sizes = args.records or [1_000_000, 10_000_000]
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    if args.generate_only:
+        return generate_only(work, sizes, args.seed, args.shape, formats)
     runs = []
     for size in sizes:
-        data, meta = ensure_log(work, size, args.seed)
+        data, meta = ensure_log(work, size, args.seed, args.shape)
         n = meta["records"]
         run: dict[str, Any] = {
+            "shape": args.shape,
+            "record_mix": meta.get("record_mix"),
             "records": n,
             "segments": meta["segments"],
             "log_bytes": sum(

@@ -41,7 +41,6 @@ is not offset order; every consumer orders by `offset` explicitly.
 
 from __future__ import annotations
 
-import base64
 import gc
 import itertools
 import json
@@ -989,7 +988,9 @@ def read_file(
     With `stats`, also gathers the file's FileStats from the batches it yields.
     """
     if f.fmt == FORMAT_KAFKA:
-        for batch in _kafka_batches(f, chunk_records):
+        from spark_replay.decode_kafka import read_kafka_file
+
+        for batch in read_kafka_file(f, chunk_records):
             if stats is not None:
                 stats.add(batch)
             yield batch
@@ -1017,74 +1018,5 @@ def file_stats(f: LogFile) -> FileStats:
 
 
 # ----------------------------------------------------------------------------- Kafka format
-# A Kafka-format file goes through metadata_log.kafka's reader, which maps every
-# record onto the native record it means; from there the rows are built exactly
-# as the per-record path builds them, so the same replay computes the same tables.
-
-
-def _kafka_json_default(v: Any) -> Any:
-    # Kafka's `bytes` fields (SCRAM salts, delegation token hmacs): base64, as dump-log.
-    if isinstance(v, bytes | bytearray | memoryview):
-        return base64.b64encode(bytes(v)).decode("ascii")
-    raise TypeError(f"{type(v).__name__} is not JSON serializable")
-
-
-_kafka_dumps = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=False, default=_kafka_json_default
-).encode
-
-
-def _kafka_batches(f: LogFile, chunk_records: int) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of a Kafka segment or .checkpoint (read-only), with the same
-    checks as the native path: contiguous offsets from the segment's base offset,
-    no gap before the next segment, a torn batch only at the end of the last one."""
-    from pathlib import Path
-
-    from metadata_log.kafka.reader import iter_native_batches
-    from metadata_log.kafka.records import UnmodelledKafkaRecord
-
-    snap = f.source == SOURCE_SNAPSHOT
-    upto = None if snap else f.upto_offset
-    expect: int | None = None if snap else f.base_offset
-    tail = (f.source, f.snapshot_end_offset)
-    out = _Rows()
-    stopped = False
-    batches = iter_native_batches(Path(f.path), allow_torn_tail=f.last_segment and not snap)
-    for h, natives in batches:
-        if upto is not None and h.base_offset > upto:
-            stopped = True
-            break
-        if expect is not None and h.base_offset != expect:
-            raise MetadataLogError(
-                f"{f.path}: gap in the log at file position {h.position}: batch at offset "
-                f"{h.base_offset}, expected offset {expect}"
-            )
-        next_offset = h.base_offset + h.last_offset_delta + 1
-        if expect is not None:
-            expect = next_offset
-        control, base, epoch = h.control, h.base_offset, h.leader_epoch
-        rows = out.rows
-        for offset, ts, rec in natives:
-            if upto is not None and offset > upto:
-                continue
-            if isinstance(rec, UnmodelledKafkaRecord):
-                text = _kafka_dumps(rec.fields)
-                rows[_KIND_OTHER].append((offset, base, epoch, ts, control, rec.name, text, *tail))
-            else:
-                tid = type(rec).TYPE
-                kind = _KIND_OTHER if control else _KIND.get(tid, _KIND_OTHER)
-                cols = _EXTRACT[kind](tid, rec) if kind else ()
-                row = (offset, base, epoch, ts, control, type(rec).__name__)
-                rows[kind].append((*row, _dumps(record_fields(rec)), *tail, *cols))
-            out.n += 1
-        if out.n >= chunk_records:
-            yield from out.batches()
-            out = _Rows()
-    batches.close()  # unmaps the file now, also when pruning stopped early
-    yield from out.batches()
-    gap = f.next_base_offset is not None and expect != f.next_base_offset
-    if gap and not snap and not stopped:
-        raise MetadataLogError(
-            f"gap in the log: {f.path} ends at offset {expect} but the next "
-            f"segment starts at offset {f.next_base_offset}"
-        )
+# A Kafka-format file: spark_replay.decode_kafka (the vectorised NoOp path, and
+# metadata_log.kafka's per-record reader behind it) builds the same rows.

@@ -61,6 +61,7 @@ def _cases(tmp: Path, target: str) -> dict[str, Case]:
                 "kafka.none.records_per_s",
                 "kafka.none.natives_only_time_vs_native",
                 "kafka.zstd.write_records_per_s",
+                "kafka.none.task_rows_time_vs_native",
             ),
         ),
         "http_floor": Case(
@@ -94,6 +95,8 @@ def _cases(tmp: Path, target: str) -> dict[str, Case]:
                 "one_process",
                 "--formats",
                 "kraft,kafka",
+                "--shape",
+                "busy",
                 "--work",
                 str(tmp / "replay"),
             ),  # fmt: skip
@@ -103,6 +106,7 @@ def _cases(tmp: Path, target: str) -> dict[str, Case]:
                 "runs.0.kafka_vs_kraft_one_process",
                 "runs.0.tables_hash.one_process_kafka",
                 "runs.0.tables_equal",
+                "runs.0.record_mix.records_by_type.NoOpRecord",
             ),
         ),
         "security_bench": Case(

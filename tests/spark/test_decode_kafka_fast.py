@@ -1,0 +1,108 @@
+"""The vectorised Kafka decode path equals the per-record one (spark_replay.decode_kafka).
+
+Both read the same Kafka-format files of a seeded busy story (mostly NoOpRecords,
+one per batch, as KRaft writes them) and must give the same rows, whatever the
+pruning offset and chunk size; a file the fast path refuses (a flipped byte, a
+torn tail) goes to the per-record path, which names the error as before.
+No Spark here: these are the tasks' functions, run in this process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from metadata_log.errors import MetadataLogError
+from metadata_log.kafka.writer import write_kafka_log
+from spark_replay import decode_kafka
+from spark_replay.datasource import list_log_files
+from spark_replay.decode import SOURCE_SEGMENT, LogFile, read_file
+from spark_replay.generator import GeneratorConfig, generate
+
+BUSY = GeneratorConfig(
+    records=4_000,
+    seed=5,
+    step_ms=(400, 600),
+    isr_shrink_rate=0.05,
+    shutdown_rate=0.003,
+    crash_rate=0.002,
+    failover_rate=0.002,
+    segment_bytes=48 * 1024,
+    max_batch_bytes=600,
+)
+
+
+@pytest.fixture(scope="module")
+def kafka_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("busy")
+    generate(base / "native", BUSY)
+    write_kafka_log(base / "native", base / "kafka")
+    return base / "kafka"
+
+
+def _rows(batches: Any) -> list[dict[str, Any]]:
+    table = pa.Table.from_batches(list(batches), schema=decode_kafka.ARROW_SCHEMA)
+    return sorted(table.to_pylist(), key=lambda r: (r["offset"], r["type"]))
+
+
+def _both(f: LogFile, chunk: int = 65_536) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    return (
+        _rows(decode_kafka.read_kafka_file(f, chunk)),
+        _rows(decode_kafka._per_record(f, chunk)),
+    )
+
+
+def test_fast_path_equals_per_record_on_every_file(kafka_log: Path) -> None:
+    files = [f for f in list_log_files(kafka_log) if f.source == SOURCE_SEGMENT]
+    assert len(files) > 2
+    noops = 0
+    for f in files:
+        with open(f.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            plan = decode_kafka._plan(f, m)
+            assert plan is not None, f.path  # the vectorised path is the one taken
+            noops += int(plan.noop.sum())
+            del plan
+        fast, slow = _both(f, chunk=257)
+        assert fast == slow, f.path
+        assert fast == _rows(read_file(f)), f.path  # what a Spark task reads
+    # mostly NoOps, each recognised as one
+    assert noops > BUSY.records // 2
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.37, 0.81])
+def test_pruning_equals_per_record(kafka_log: Path, fraction: float) -> None:
+    files = [f for f in list_log_files(kafka_log) if f.source == SOURCE_SEGMENT]
+    upto = int(BUSY.records * fraction)
+    for f in files:
+        g = dataclasses.replace(f, upto_offset=upto)
+        fast, slow = _both(g)
+        assert fast == slow, (f.path, upto)
+        assert all(r["offset"] <= upto for r in fast)
+
+
+def test_flipped_byte_is_the_per_record_error(kafka_log: Path, tmp_path: Path) -> None:
+    f = next(f for f in list_log_files(kafka_log) if f.source == SOURCE_SEGMENT)
+    copy = tmp_path / Path(f.path).name
+    shutil.copyfile(f.path, copy)
+    data = bytearray(copy.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    copy.write_bytes(bytes(data))
+    g = dataclasses.replace(f, path=str(copy), next_base_offset=None)
+    with pytest.raises(MetadataLogError, match="CRC-32C|crc"):
+        list(decode_kafka.read_kafka_file(g, 1000))
+
+
+def test_torn_tail_of_the_last_segment_reads_as_before(kafka_log: Path, tmp_path: Path) -> None:
+    f = [f for f in list_log_files(kafka_log) if f.source == SOURCE_SEGMENT][-1]
+    copy = tmp_path / Path(f.path).name
+    data = Path(f.path).read_bytes()
+    copy.write_bytes(data[: len(data) - 5])
+    g = dataclasses.replace(f, path=str(copy))
+    fast, slow = _both(g)
+    assert fast == slow and fast
