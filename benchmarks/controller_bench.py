@@ -29,10 +29,23 @@ playing the brokers over HTTP (msgpack bodies, keep-alive):
 - full restart (`--full-restart`, after the first size's fence): every controller
   restarted with every broker gone; the time until all are fenced, the fenced
   count's steps (one broker at a time) and the elections (1 = only the restart's).
+- secured (`--secure tokens,mtls`, issue 25): the cluster phases again per mode with
+  TLS on every connection and `authorizer.enable=true`, material from `kraft certs`
+  (cached per broker count under the temp dir). `tokens`: the heartbeat connections
+  are shared as in the plain run, each heartbeat carries its broker's
+  `Authorization: Bearer` token (verified once, then a cached lookup); `mtls`: one
+  TLS connection per broker presenting its own certificate (the principal is read
+  once per connection), as real brokers connect. Registrations and the control
+  calls use tokens (the admin's for admin calls).
+
+The load generator follows a leader change as a broker agent does: a NOT_CONTROLLER
+answer moves the connection to the hinted leader, a failed connection to the next
+controller.
 
 Usage: python benchmarks/controller_bench.py [--quick] [--brokers N]
        [--interval-ms MS] [--duration S] [--skip-cluster] [--skip-snapshot]
        [--isr-fence N,N [--isr-timeouts kafka,fast] [--full-restart] [--isr-only]]
+       [--secure tokens,mtls]
 """
 
 from __future__ import annotations
@@ -127,6 +140,7 @@ class Cluster:
         self.voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
         self.urls = {i + 1: f"http://127.0.0.1:{p}" for i, p in enumerate(self.ports)}
         self.overrides = overrides
+        self.node_overrides: dict[int, dict[str, str]] = {}  # secured runs: each its own files
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
 
     def start(self) -> None:
@@ -138,7 +152,7 @@ class Cluster:
                 "--data-dir", str(self.tmp / f"c{i}"), "--log-format", "json",
                 "--log-level", self.log_level,
             ]  # fmt: skip
-            for k, v in self.overrides.items():
+            for k, v in {**self.overrides, **self.node_overrides.get(i, {})}.items():
                 args += ["--override", f"{k}={v}"]
             logf = (self.tmp / f"c{i}.log").open("ab")
             self.procs[i] = subprocess.Popen(
@@ -266,11 +280,22 @@ class Brokers:
     the brokers whose schedule index is k modulo the count, in phase order, so
     each connection sends one heartbeat every interval * connections / brokers."""
 
-    def __init__(self, session: Any, url: str, cluster_id: str, interval_s: float) -> None:
+    def __init__(
+        self,
+        session: Any,
+        url: str,
+        cluster_id: str,
+        interval_s: float,
+        urls: dict[int, str] | None = None,
+        security: BenchSecurity | None = None,
+    ) -> None:
         import msgpack
 
         self.session = session
         self.url = url
+        self.urls = urls or {}  # every controller: a leader change is followed
+        self.security = security
+        self.leader_moves = 0
         self.cluster_id = cluster_id
         self.interval_s = interval_s
         self.epochs: dict[int, int] = {}
@@ -284,13 +309,41 @@ class Brokers:
         self._pack = msgpack.packb
         self._unpack = msgpack.unpackb
 
+    def _auth(self, bid: int | None) -> dict[str, str]:
+        if self.security is None or bid is None:
+            return {}
+        return {"Authorization": self.security.bearer(bid)}
+
     async def post(self, path: str, body: Any) -> tuple[int, Any]:
         async with self.session.post(
             self.url + path,
             data=self._pack(body),
-            headers={"Content-Type": MSGPACK, "Accept": MSGPACK},
+            headers={
+                "Content-Type": MSGPACK,
+                "Accept": MSGPACK,
+                **self._auth(body.get("broker_id")),
+            },
         ) as r:
             return r.status, self._unpack(await r.read())
+
+    def follow_leader(self, failed_url: str, raw: bytes | None) -> None:
+        """NOT_CONTROLLER names the leader: go there; a connection that failed: try the
+        next controller (only once for the many connections that fail together)."""
+        if self.url != failed_url or not self.urls:
+            return
+        leader = None
+        with contextlib.suppress(Exception):
+            leader = self._unpack(raw)["leader_id"] if raw else None
+        if leader in self.urls and self.urls[leader] != failed_url:
+            self.url = self.urls[leader]
+        else:
+            order = sorted(self.urls.values())
+            self.url = (
+                order[(order.index(failed_url) + 1) % len(order)]
+                if failed_url in order
+                else order[0]
+            )
+        self.leader_moves += 1
 
     async def register_all(self, ids: list[int], concurrency: int = 256) -> float:
         sem = asyncio.Semaphore(concurrency)
@@ -335,9 +388,12 @@ class Brokers:
             }
         )
         host = self.url.split("//", 1)[1]
+        auth = ""
+        if self.security is not None and self.security.mode == "tokens":
+            auth = f"Authorization: {self.security.bearer(bid)}\r\n"
         head = (
             f"POST /v1/brokers/heartbeat HTTP/1.1\r\nHost: {host}\r\n"
-            f"Content-Type: {MSGPACK}\r\nAccept: {MSGPACK}\r\n"
+            f"Content-Type: {MSGPACK}\r\nAccept: {MSGPACK}\r\n{auth}"
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode()
         return head, body
@@ -348,9 +404,10 @@ class Brokers:
         mine = ids[k::n_conn]
         if not mine:
             return
-        host, port = self.url.split("//", 1)[1].rsplit(":", 1)
         frames = {bid: self._frame(bid) for bid in mine}
+        ssl_ctx = self.security.context_for(mine[0]) if self.security is not None else None
         conn: HeartbeatConnection | None = None
+        conn_url = self.url
         n = len(ids)
         step = self.interval_s * n_conn / n  # this connection's spacing
         due = loop.time() + k * self.interval_s / n
@@ -369,9 +426,19 @@ class Brokers:
                 self.lag.append(now - scheduled)
                 if now > due + self.interval_s:
                     due = now  # far behind: do not burst to catch up
+                url = self.url
                 try:
-                    if conn is None or conn.closed.done():
-                        _, conn = await loop.create_connection(HeartbeatConnection, host, int(port))
+                    if conn is None or conn.closed.done() or conn_url != url:
+                        if conn is not None and conn.transport is not None:
+                            conn.transport.close()
+                        host, port = url.split("//", 1)[1].rsplit(":", 1)
+                        conn_url = url
+                        _, conn = await loop.create_connection(
+                            HeartbeatConnection,
+                            host,
+                            int(port),
+                            **({"ssl": ssl_ctx, "server_hostname": host} if ssl_ctx else {}),
+                        )
                     t0 = time.perf_counter()
                     # no per-request timer (it costs the generator): a reply that
                     # never comes stalls this connection, which the lag figures show
@@ -382,6 +449,7 @@ class Brokers:
                     conn = None
                     self.errors += 1
                     self.error_codes["connection"] = self.error_codes.get("connection", 0) + 1
+                    self.follow_leader(url, None)
                     continue
                 if st == 200:
                     self.last_ok[bid] = t0
@@ -392,6 +460,8 @@ class Brokers:
                     with contextlib.suppress(Exception):
                         code = self._unpack(raw)["error_code"]
                     self.error_codes[code] = self.error_codes.get(code, 0) + 1
+                    if code == "NOT_CONTROLLER":
+                        self.follow_leader(url, raw)
         finally:
             # also on cancellation: an open keep-alive connection would hold up the
             # controllers' graceful shutdown
@@ -399,7 +469,9 @@ class Brokers:
                 conn.transport.close()
 
 
-async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+async def cluster_phases(
+    opts: argparse.Namespace, tmp: Path, sec: BenchSecurity | None = None
+) -> dict[str, Any]:
     import aiohttp
 
     session_ms = opts.session_ms
@@ -417,20 +489,29 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     )
     out: dict[str, Any] = {}
     tasks: list[asyncio.Task[None]] = []
+    tls: dict[str, Any] = {}
+    if sec is not None:
+        sec.secure_cluster(cluster, opts)
+        tls = {"ssl": sec.client_ctx}
+        out["security"] = sec.describe()
     cluster.start()
-    conn = aiohttp.TCPConnector(limit=opts.connections)
+    conn = aiohttp.TCPConnector(limit=opts.connections, **tls)
     session = aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=30))
     # Observation and admin calls get their own connections: they must not wait in
     # the load's connection pool (10,000 brokers share `--connections`).
     control = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=8), timeout=aiohttp.ClientTimeout(total=120)
+        connector=aiohttp.TCPConnector(limit=8, **tls),
+        timeout=aiohttp.ClientTimeout(total=120),
+        headers=sec.admin_headers if sec is not None else None,
     )
     try:
         active = await wait_active(control, cluster)
         url = cluster.urls[active]
         standby = cluster.urls[next(i for i in cluster.urls if i != active)]
         _, q = await get_json(control, url + "/v1/quorum")
-        brokers = Brokers(session, url, q["cluster_id"], opts.interval_ms / 1000)
+        brokers = Brokers(
+            session, url, q["cluster_id"], opts.interval_ms / 1000, dict(cluster.urls), sec
+        )
         ids = list(range(1000, 1000 + opts.brokers))
         reg_s = await brokers.register_all(ids)
         out["registration"] = {
@@ -439,7 +520,8 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "per_s": round(len(ids) / reg_s, 1),
         }
         n = len(ids)
-        n_conn = min(opts.connections, n)
+        # mTLS names one broker per connection: one connection each, as real brokers
+        n_conn = n if sec is not None and sec.mode == "mtls" else min(opts.connections, n)
         tasks = [
             asyncio.create_task(brokers.connection_loop(k, ids, n_conn)) for k in range(n_conn)
         ]
@@ -481,6 +563,8 @@ async def cluster_phases(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "generator_lag_p99_ms": round(pct([x * 1000 for x in brokers.lag], 0.99), 2),
             "errors": brokers.errors - errors0,
             "error_codes": dict(brokers.error_codes),
+            "connections": n_conn,
+            "leader_moves_followed": brokers.leader_moves,
             # every fence in the window is spurious: all brokers kept heartbeating.
             # Counted from the committed log, so a later leader's fences count too.
             "spurious_fences": sum(len(v) for v in in_window.fences.values()),
@@ -1087,6 +1171,105 @@ def image_differences(a: Any, b: Any) -> list[str]:
     return out
 
 
+# ============================================================ secured runs (issue 25)
+
+
+def bench_certs(broker_ids: list[int]) -> Path:
+    """`kraft certs` material for 3 controllers, the brokers and an admin, made once per
+    broker range and kept under the temp dir (10,000 principals take about a minute)."""
+    from kraft.security.certs import generate
+
+    out = Path(tempfile.gettempdir()) / f"kraft-bench-certs-{broker_ids[0]}-{len(broker_ids)}"
+    done = out / ".complete"
+    if not done.exists():
+        shutil.rmtree(out, ignore_errors=True)
+        t = time.perf_counter()
+        generate(out, [1, 2, 3], broker_ids, admin=True, client_auth="requested")
+        done.write_text(f"{time.perf_counter() - t:.1f} s\n")
+    return out
+
+
+@dataclass
+class BenchSecurity:
+    """TLS + the authorizer for a secured run: the controllers' files, the load's
+    credentials (a token per broker; in mtls mode a certificate per broker too)."""
+
+    mode: str  # "tokens" | "mtls"
+    certs: Path
+    client_ctx: Any
+    admin_headers: dict[str, str]
+    _tokens: dict[int, str]
+    _contexts: dict[int, Any]
+
+    @classmethod
+    def make(cls, mode: str, broker_ids: list[int]) -> BenchSecurity:
+        from kraft.security.tls import client_context
+
+        if mode not in ("tokens", "mtls"):
+            raise ValueError(f"--secure: {mode!r} is not tokens, mtls or plain")
+        certs = bench_certs(broker_ids)
+        admin = (certs / "admin.token").read_text().strip()
+        return cls(
+            mode,
+            certs,
+            client_context(str(certs / "ca.pem")),
+            {"Authorization": f"Bearer {admin}"},
+            {},
+            {},
+        )
+
+    def bearer(self, bid: int) -> str:
+        tok = self._tokens.get(bid)
+        if tok is None:
+            tok = self._tokens[bid] = (self.certs / f"broker-{bid}.token").read_text().strip()
+        return f"Bearer {tok}"
+
+    def context_for(self, bid: int) -> Any:
+        """The heartbeat connection's TLS context: the shared one (tokens), or one
+        presenting broker `bid`'s certificate (mtls)."""
+        if self.mode == "tokens":
+            return self.client_ctx
+        from kraft.security.tls import client_context
+
+        ctx = self._contexts.get(bid)
+        if ctx is None:
+            ctx = self._contexts[bid] = client_context(
+                str(self.certs / "ca.pem"), str(self.certs / f"broker-{bid}.pem")
+            )
+        return ctx
+
+    def secure_cluster(self, cluster: Cluster, opts: argparse.Namespace) -> None:
+        from kraft.config import parse_properties
+
+        for i in cluster.urls:
+            props = parse_properties((self.certs / f"controller-{i}.properties").read_text())
+            cluster.node_overrides[i] = props
+        cluster.urls = {i: u.replace("http://", "https://") for i, u in cluster.urls.items()}
+        if self.mode == "mtls":  # a connection per broker
+            cluster.overrides["max.connections"] = str(opts.brokers + 400)
+            raise_nofile(2 * opts.brokers + 1024)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "tls": True,
+            "authorizer.enable": True,
+            "ssl.client.auth": "requested",
+            "heartbeat_credential": "Bearer token per request"
+            if self.mode == "tokens"
+            else "client certificate per connection",
+            "certs": str(self.certs),
+        }
+
+
+def raise_nofile(needed: int) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, hard), hard))
+
+
 # ================================================================= orchestrator
 
 
@@ -1116,6 +1299,13 @@ def main() -> int:
     ap.add_argument("--full-restart", action="store_true")
     ap.add_argument("--isr-only", action="store_true", help="only the ISR-fence phases")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument(
+        "--secure",
+        default="",
+        metavar="MODES",
+        help="the cluster phases with TLS + authorizer.enable=true, once per mode "
+        "(tokens, mtls; plain runs the unsecured one beside them), instead of the plain run",
+    )
     ap.add_argument("--snapshot-worker", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     opts = ap.parse_args()
@@ -1147,6 +1337,16 @@ def main() -> int:
                 out.setdefault("isr_fence", []).append(res)
         if opts.isr_only:
             opts.skip_cluster = opts.skip_snapshot = True
+        secure_modes = [m.strip() for m in opts.secure.split(",") if m.strip()]
+        if secure_modes and not opts.skip_cluster:
+            opts.skip_cluster = True  # the modes below replace the plain run
+            ids = list(range(1000, 1000 + opts.brokers))
+            for mode in secure_modes:
+                sec = None if mode == "plain" else BenchSecurity.make(mode, ids)
+                (tmp / mode).mkdir()
+                res = asyncio.run(cluster_phases(opts, tmp / mode, sec))
+                out.setdefault("by_security", {})[mode] = res
+                print(json.dumps({"done": mode, "result": res}), file=sys.stderr, flush=True)
         if not opts.skip_cluster:
             out.update(asyncio.run(cluster_phases(opts, tmp)))
         if not opts.skip_snapshot:
