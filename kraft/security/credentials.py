@@ -125,10 +125,15 @@ class TokenVerifier:
     """Header value -> principal, remembering verified tokens (bounded LRU)."""
 
     def __init__(
-        self, credentials: dict[str, tuple[StoredCredential, ...]], cache_size: int = 4096
+        self, credentials: dict[str, tuple[StoredCredential, ...]], cache_size: int | None = None
     ) -> None:
         self.credentials = credentials
-        self.cache_size = cache_size
+        # Room for every principal's token in both header forms (Bearer, Basic) with
+        # room to spare: a cache smaller than the fleet (10,000 brokers, issue 25) is
+        # cycled through by the heartbeats and every heartbeat pays a PBKDF2. Only
+        # verified tokens enter, so the credentials file bounds what an attacker can add.
+        stored = sum(len(v) for v in credentials.values())
+        self.cache_size = cache_size if cache_size is not None else max(4096, 4 * stored)
         self._verified: OrderedDict[str, str] = OrderedDict()
 
     def verify(self, header: str) -> str | None:

@@ -95,3 +95,13 @@ def test_a_plaintext_or_weak_credential_is_refused(tmp_path, line: str) -> None:
     f.write_text(line + "\n")
     with pytest.raises(CredentialsError, match="creds:1"):
         load_credentials(f)
+
+
+def test_the_verified_token_cache_holds_every_principal_of_a_large_fleet() -> None:
+    """10,000 brokers heartbeating in turn must all stay cached: an LRU smaller than the
+    fleet is cycled through and every heartbeat would pay a PBKDF2 (issue 25)."""
+    one = StoredCredential.parse(hash_secret("s", iterations=1000), "x")
+    creds = {f"broker-{i}": (one,) for i in range(10_000)}
+    assert TokenVerifier(creds).cache_size >= 2 * len(creds)
+    assert TokenVerifier({"a": (one,)}).cache_size == 4096
+    assert TokenVerifier(creds, cache_size=2).cache_size == 2
