@@ -67,6 +67,7 @@ from metadata_log.batch import (
 from metadata_log.errors import IncompleteBatchError, MetadataLogError, RecordDecodeError
 from metadata_log.records import (
     _DATA_CODECS,
+    FIELD_COUNTS,
     record_fields,
     record_from_wire,
 )
@@ -633,32 +634,60 @@ _ODD_TYPE_BYTES[[0xC2, 0xC3, 0xCA, 0xCB]] = True
 
 @dataclass(frozen=True)
 class _Hot:
-    """A record type with a vectorised path: its wire layout and typed columns."""
+    """A record type and version with a vectorised path: its wire layout and typed
+    columns."""
 
     type_id: int
+    version: int
     name: str
-    arity: int  # 2 + fields
+    arity: int  # 2 + the fields this version carries
     # field name -> index in the wire array, in the record's field order
     columns: dict[str, int]
     optional_lists: bool
+    # The JSON of the fields this version does not carry (their defaults, as
+    # record_fields gives them), which come last in field order.
+    trailer: str
 
 
-def _hot(cls_id: int, optional_lists: bool) -> _Hot:
+def _hot(cls_id: int, version: int, optional_lists: bool) -> _Hot:
     codec = _DATA_CODECS[cls_id]
+    n = FIELD_COUNTS[codec.cls][version]
+    trailer = "".join(
+        f',"{name}":{_dumps(list(d) if type(d) is tuple else d)}' for name, d in codec.defaults[n:]
+    )
     return _Hot(
         type_id=cls_id,
+        version=version,
         name=codec.cls.__name__,
-        arity=2 + len(codec.names),
-        columns={name: 2 + i for i, name in enumerate(codec.names)},
+        arity=2 + n,
+        columns={name: 2 + i for i, name in enumerate(codec.names[:n])},
         optional_lists=optional_lists,
+        trailer=trailer,
     )
 
 
-_PCR = _hot(5, optional_lists=True)  # PartitionChangeRecord
-_PR = _hot(3, optional_lists=False)  # PartitionRecord
+def _hot_versions(cls_id: int, optional_lists: bool) -> tuple[_Hot, ...]:
+    """Every version of a hot type (a record keeps the version it was written at:
+    PartitionChangeRecord v0 has no ELR fields, v1 has them)."""
+    versions = sorted(FIELD_COUNTS[_DATA_CODECS[cls_id].cls])
+    return tuple(_hot(cls_id, v, optional_lists) for v in versions)
+
+
+_PCRS = _hot_versions(5, optional_lists=True)  # PartitionChangeRecord
+_PRS = _hot_versions(3, optional_lists=False)  # PartitionRecord
+_HOT_SPECS = (*_PCRS, *_PRS)
+_PCR, _PR = _PCRS[-1], _PRS[-1]  # the latest: every field (a native record's)
 _NOOP_ID = 20
 _NOOP_ARITY = 2 + len(_DATA_CODECS[_NOOP_ID].names)
-_LIST_FIELDS = ("isr", "replicas", "removing_replicas", "adding_replicas")
+# KIP-966's ELR lists are in the JSON but not among the typed columns.
+_LIST_FIELDS = (
+    "isr",
+    "replicas",
+    "removing_replicas",
+    "adding_replicas",
+    "eligible_leader_replicas",
+    "last_known_elr",
+)
 _INT_FIELDS = ("partition_id", "leader", "leader_recovery_state", "leader_epoch", "partition_epoch")
 
 
@@ -718,7 +747,7 @@ def _hot_columns(
                 literal = ""
     except (_FastDecodeRefused, pa.ArrowException, OverflowError):
         return None
-    parts.append(literal + "}")
+    parts.append(literal + spec.trailer + "}")
     # The fields JSON in the record's own field order, as record_fields gives it.
     out["fields"] = pc.binary_join_element_wise(*parts, "")
     return out
@@ -826,19 +855,19 @@ class _Reader:
         offsets = hdr.base[i0:i1][which] + (np.arange(n) - starts[which])
         control = hdr.control[i0:i1][which]
         keep = np.ones(n, bool) if self.upto is None else offsets <= self.upto
-        data_rec = ~control & (ver == 0) & keep
+        data_rec = ~control & keep
         base = hdr.base[i0:i1][which]
         epoch = hdr.epoch[i0:i1][which]
         time = hdr.time[i0:i1][which]
         cols = (offsets, base, epoch, time, control)
         slow = keep.copy()
-        noop = np.flatnonzero(data_rec & (tid == _NOOP_ID) & (arity == _NOOP_ARITY))
+        noop = np.flatnonzero(data_rec & (ver == 0) & (tid == _NOOP_ID) & (arity == _NOOP_ARITY))
         if len(noop):
             yield self._noop_batch(noop, cols)
             slow[noop] = False
         odd = odd_batch[which]
-        for spec in (_PCR, _PR):
-            hot = data_rec & (tid == spec.type_id) & (arity == spec.arity)
+        for spec in _HOT_SPECS:
+            hot = data_rec & (tid == spec.type_id) & (ver == spec.version) & (arity == spec.arity)
             for check_types in (False, True):
                 idx = np.flatnonzero(hot & (odd == check_types))
                 if not len(idx):

@@ -148,6 +148,9 @@ def test_partition_change_fields_json(spark: Any, tmp_path: Path) -> None:
         "removing_replicas": None,
         "adding_replicas": None,
         "leader_recovery_state": -1,
+        # KIP-966's fields (PartitionChangeRecord v1), None: unchanged
+        "eligible_leader_replicas": None,
+        "last_known_elr": None,
     }
     assert list(row["isr"]) == [1, 2] and row["replicas"] is None and row["leader"] == -2
 

@@ -106,3 +106,91 @@ def test_torn_tail_of_the_last_segment_reads_as_before(kafka_log: Path, tmp_path
     g = dataclasses.replace(f, path=str(copy))
     fast, slow = _both(g)
     assert fast == slow and fast
+
+
+# ----------------------------------------------------------------------------- native
+
+TOPIC = "AAAAAAAAAAAAAAAAAAAAAQ"
+
+
+def _native_segment(path: Path) -> LogFile:
+    """PartitionRecords and PartitionChangeRecords at both versions (v0 has no ELR
+    fields: a record keeps the version it was written at), NoOps between."""
+    from metadata_log.batch import encode_payload
+    from metadata_log.records import (
+        NoOpRecord,
+        PartitionChangeRecord,
+        PartitionRecord,
+        TopicRecord,
+        encode_record,
+    )
+
+    recs: list[tuple[Any, int | None]] = [(TopicRecord("t", TOPIC), None)]
+    for p in range(40):
+        v = p % 2
+        elr = (3,) if v else ()
+        recs.append(
+            (
+                PartitionRecord(
+                    topic_id=TOPIC,
+                    partition_id=p,
+                    replicas=(1, 2, 3),
+                    isr=(1, 2, 3),
+                    leader=1 + p % 3,
+                    eligible_leader_replicas=elr,
+                ),
+                v,
+            )
+        )
+    for k in range(200):
+        v = k % 2
+        recs.append(
+            (
+                PartitionChangeRecord(
+                    topic_id=TOPIC,
+                    partition_id=k % 40,
+                    isr=(1, 2) if k % 3 else None,
+                    leader=2 if k % 5 == 0 else -2,
+                    eligible_leader_replicas=(3,) if v and k % 4 == 1 else None,
+                ),
+                v,
+            )
+        )
+        recs.append((NoOpRecord(), None))
+    out, off = [], 0
+    for i in range(0, len(recs), 3):  # batches of up to 3 records
+        chunk = recs[i : i + 3]
+        payload = b"".join(encode_record(r, v) for r, v in chunk)
+        out.append(encode_payload(off, 1, 1_700_000_000_000 + off, payload, len(chunk)))
+        off += len(chunk)
+    path.write_bytes(b"".join(out))
+    return LogFile(path=str(path), source=SOURCE_SEGMENT, base_offset=0, last_segment=True)
+
+
+def test_native_fast_path_equals_per_record_at_every_record_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_replay import decode
+
+    f = _native_segment(tmp_path / "00000000000000000000.log")
+    hot = []
+    real_hot_batch = decode._Reader._hot_batch
+
+    def spy(self: Any, spec: Any, *args: Any) -> Any:
+        hot.append((spec.name, spec.version))
+        return real_hot_batch(self, spec, *args)
+
+    monkeypatch.setattr(decode._Reader, "_hot_batch", spy)
+    fast = _rows(read_file(f, chunk_records=100))
+    # every hot type and version took the vectorised path
+    assert set(hot) == {
+        (n, v) for n in ("PartitionRecord", "PartitionChangeRecord") for v in (0, 1)
+    }
+
+    def refuse(self: Any, *args: Any) -> Any:
+        raise decode._FastDecodeRefused
+
+    monkeypatch.setattr(decode._Reader, "_fast_chunk", refuse)
+    slow = _rows(read_file(f, chunk_records=100))
+    assert fast == slow
+    assert len(fast) == 441
