@@ -29,9 +29,7 @@ def imbalanced_cluster(partitions: int, **config: object) -> Harness:
     topic_id = h.create_topic("t", [[1, 2, 3]] * partitions)
     h.apply(
         ControllerResult(
-            tuple(
-                PartitionChangeRecord(topic_id, p, replicas=(2, 1, 3)) for p in range(partitions)
-            )
+            tuple(PartitionChangeRecord(topic_id, p, replicas=(2, 1, 3)) for p in range(partitions))
         )
     )
     assert h.c.imbalanced_partition_count() == partitions
@@ -61,7 +59,9 @@ async def run_until(predicate, svc: ControllerService, writer: FakeWriter, limit
 
 async def test_the_active_controller_gives_every_partition_back_to_its_preferred_leader() -> None:
     h = imbalanced_cluster(
-        25, leader_imbalance_check_interval_seconds=0.05, leader_imbalance_max_elections_per_batch=10
+        25,
+        leader_imbalance_check_interval_seconds=0.05,
+        leader_imbalance_max_elections_per_batch=10,
     )
     svc, writer, _ = make(h, max_idle_interval_ms=0)
     svc.start()
