@@ -17,8 +17,12 @@ Python. The vectorised path therefore:
 2. recognises the batches that hold exactly one NoOpRecord v0 (the 11 record
    bytes KRaft writes for it, compared as one numpy array) and turns them into
    Arrow columns without a Python object per record;
-3. decodes every other batch with metadata_log.kafka's reader, record by record,
-   as before.
+3. decodes every other batch with metadata_log.kafka's reader; of its records,
+   PartitionChangeRecords and PartitionRecords (nearly all the rest of a real
+   log) are gathered per chunk and turned into Arrow columns and their fields
+   JSON at once, by the native vectorised path's `_hot_columns` (codebooks for
+   topic ids and replica lists, Arrow compute for the text); the rest (a few per
+   thousand) is built record by record, as before.
 
 Anything unusual (a torn tail, a bad CRC, a gap, another magic, a snapshot)
 takes the per-record path for the whole file, which raises the precise error
@@ -35,6 +39,7 @@ import json
 import mmap
 import struct
 from collections.abc import Iterator
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +51,7 @@ from metadata_log.errors import MetadataLogError
 from metadata_log.kafka.batch import CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC, parse_header
 from metadata_log.kafka.reader import iter_native_batches, native_records
 from metadata_log.kafka.records import UnmodelledKafkaRecord
-from metadata_log.records import Record, record_fields
+from metadata_log.records import PartitionChangeRecord, PartitionRecord, Record, record_fields
 from spark_replay.decode import (
     _BOOL,
     _EXTRACT,
@@ -54,13 +59,18 @@ from spark_replay.decode import (
     _I64,
     _KIND,
     _KIND_OTHER,
+    _PCR,
+    _PR,
     _STR,
     ARROW_SCHEMA,
     BROKER_FIELDS,
     PARTITION_FIELDS,
     SOURCE_SNAPSHOT,
     LogFile,
+    _Codebook,
     _dumps,
+    _Hot,
+    _hot_columns,
     _Rows,
 )
 
@@ -105,6 +115,10 @@ _NOOP_LENGTH = HEADER_SIZE - LOG_OVERHEAD + len(NOOP_RECORD)  # batch_length: 60
 _SPAN = HEADER_SIZE + len(NOOP_RECORD)  # the bytes compared per batch
 _NOOP = np.frombuffer(NOOP_RECORD, np.uint8)
 _LEN = struct.Struct(">i").unpack_from
+# The hot record types, as a native record of the latest version (every field):
+# its fields in wire order, read by one C-level attrgetter.
+_HOT_BY_CLASS = {PartitionChangeRecord: _PCR, PartitionRecord: _PR}
+_FIELDS_OF = {spec.type_id: attrgetter(*spec.columns) for spec in _HOT_BY_CLASS.values()}
 
 
 def read_kafka_file(f: LogFile, chunk_records: int) -> Iterator[pa.RecordBatch]:
@@ -216,6 +230,7 @@ def _vectorised(f: LogFile, data: Any, plan: _Plan, chunk_records: int) -> Itera
     )
     edges = [0, *sorted(set((bounds + 1).tolist()) - {0}), plan.keep]
     positions = plan.positions.tolist()
+    books = {kind: _Codebook(kind) for kind in ("str", "list", "opt_list")}
     for i0, i1 in itertools.pairwise(edges):
         if i1 <= i0:
             continue
@@ -224,9 +239,15 @@ def _vectorised(f: LogFile, data: Any, plan: _Plan, chunk_records: int) -> Itera
         if len(noops):
             yield _noop_batch(h, noops, f)
         out = _Rows()
+        hot = _HotRows()
         for i in idx[~plan.noop[i0:i1]].tolist():
             hdr = parse_header(data, positions[i], name)
-            _add_rows(out, hdr, native_records(data, hdr, name), upto, tail)
+            natives = native_records(data, hdr, name)
+            if hdr.control:
+                _add_rows(out, hdr, natives, upto, tail)
+            else:
+                hot.add(out, hdr, natives, upto, tail)
+        yield from hot.batches(out, books, f)
         yield from out.batches()
     stopped = plan.keep < len(positions)
     if f.next_base_offset is not None and plan.next_offset != f.next_base_offset and not stopped:
@@ -257,6 +278,81 @@ def _noop_batch(h: np.ndarray, idx: np.ndarray, f: LogFile) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
+class _HotRows:
+    """PartitionChangeRecords and PartitionRecords of data batches, gathered to be
+    turned into Arrow columns at once (the native vectorised path's `_hot_columns`:
+    codebooks for topic ids and replica lists, the fields JSON by Arrow compute);
+    every other record goes to the per-record rows."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self) -> None:
+        # type id -> (offset, base, epoch, timestamp) per row, wire-like tuples, records
+        self.rows: dict[int, tuple[list[tuple[int, ...]], list[tuple[Any, ...]], list[Any]]] = {
+            spec.type_id: ([], [], []) for spec in _HOT_BY_CLASS.values()
+        }
+
+    def add(
+        self,
+        out: _Rows,
+        h: Any,
+        natives: list[tuple[int, int, Record | UnmodelledKafkaRecord]],
+        upto: int | None,
+        tail: tuple[Any, ...],
+    ) -> None:
+        base, epoch = h.base_offset, h.leader_epoch
+        for offset, ts, rec in natives:
+            if upto is not None and offset > upto:
+                continue
+            spec = _HOT_BY_CLASS.get(type(rec))
+            if spec is None:
+                _add_row(out, offset, base, epoch, ts, False, rec, tail)
+            else:
+                at, wires, recs = self.rows[spec.type_id]
+                at.append((offset, base, epoch, ts))
+                wires.append((0, 0, *_FIELDS_OF[spec.type_id](rec)))
+                recs.append(rec)
+
+    def batches(
+        self, out: _Rows, books: dict[str, _Codebook], f: LogFile
+    ) -> Iterator[pa.RecordBatch]:
+        for spec in _HOT_BY_CLASS.values():
+            at, wires, recs = self.rows[spec.type_id]
+            if not at:
+                continue
+            typed = _hot_columns(spec, wires, books, check_types=True)
+            if typed is None:  # something unusual: these rows record by record
+                tail = (f.source, f.snapshot_end_offset)
+                for (offset, base, epoch, ts), rec in zip(at, recs, strict=True):
+                    _add_row(out, offset, base, epoch, ts, False, rec, tail)
+                continue
+            yield _hot_batch(spec, at, typed, f)
+
+
+def _hot_batch(
+    spec: _Hot, at: list[tuple[int, ...]], typed: dict[str, pa.Array], f: LogFile
+) -> pa.RecordBatch:
+    n = len(at)
+    cols = np.array(at, np.int64).T
+    arrays = [
+        pa.array(cols[0], _I64),
+        pa.array(cols[1], _I64),
+        pa.array(cols[2].astype(np.int32), _I32),
+        pa.array(cols[3], _I64),
+        pa.repeat(pa.scalar(False, _BOOL), n),
+        pa.repeat(pa.scalar(spec.name, _STR), n),
+        typed["fields"],
+        pa.repeat(pa.scalar(f.source, _STR), n),
+        pa.repeat(pa.scalar(f.snapshot_end_offset, _I64), n),
+        pa.repeat(pa.scalar(False, _BOOL), n),
+    ]
+    for fl in PARTITION_FIELDS:
+        a = typed.get(fl.name)
+        arrays.append(a if a is not None else pa.nulls(n, fl.type))
+    arrays += [pa.nulls(n, fl.type) for fl in BROKER_FIELDS]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
 # ----------------------------------------------------------------------------- per record
 
 
@@ -270,20 +366,32 @@ def _add_rows(
     """One batch's rows: the native record's name, its fields as JSON and the typed
     columns; an UnmodelledKafkaRecord under Kafka's name with all its fields."""
     control, base, epoch = h.control, h.base_offset, h.leader_epoch
-    rows = out.rows
     for offset, ts, rec in natives:
-        if upto is not None and offset > upto:
-            continue
-        if isinstance(rec, UnmodelledKafkaRecord):
-            text = _unmodelled_dumps(rec.fields)
-            rows[_KIND_OTHER].append((offset, base, epoch, ts, control, rec.name, text, *tail))
-        else:
-            tid = type(rec).TYPE
-            kind = _KIND_OTHER if control else _KIND.get(tid, _KIND_OTHER)
-            cols = _EXTRACT[kind](tid, rec) if kind else ()
-            row = (offset, base, epoch, ts, control, type(rec).__name__)
-            rows[kind].append((*row, _dumps(record_fields(rec)), *tail, *cols))
-        out.n += 1
+        if upto is None or offset <= upto:
+            _add_row(out, offset, base, epoch, ts, control, rec, tail)
+
+
+def _add_row(
+    out: _Rows,
+    offset: int,
+    base: int,
+    epoch: int,
+    ts: int,
+    control: bool,
+    rec: Record | UnmodelledKafkaRecord,
+    tail: tuple[Any, ...],
+) -> None:
+    rows = out.rows
+    if isinstance(rec, UnmodelledKafkaRecord):
+        text = _unmodelled_dumps(rec.fields)
+        rows[_KIND_OTHER].append((offset, base, epoch, ts, control, rec.name, text, *tail))
+    else:
+        tid = type(rec).TYPE
+        kind = _KIND_OTHER if control else _KIND.get(tid, _KIND_OTHER)
+        cols = _EXTRACT[kind](tid, rec) if kind else ()
+        row = (offset, base, epoch, ts, control, type(rec).__name__)
+        rows[kind].append((*row, _dumps(record_fields(rec)), *tail, *cols))
+    out.n += 1
 
 
 def _per_record(f: LogFile, chunk_records: int) -> Iterator[pa.RecordBatch]:

@@ -75,6 +75,24 @@ def test_fast_path_equals_per_record_on_every_file(kafka_log: Path) -> None:
     assert noops > BUSY.records // 2
 
 
+def test_partition_records_take_the_vectorised_columns(
+    kafka_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[tuple[str, int]] = []
+    real = decode_kafka._hot_batch
+
+    def spy(spec: Any, at: Any, typed: Any, f: Any) -> Any:
+        built.append((spec.name, len(at)))
+        return real(spec, at, typed, f)
+
+    monkeypatch.setattr(decode_kafka, "_hot_batch", spy)
+    for f in list_log_files(kafka_log):
+        fast = _rows(decode_kafka.read_kafka_file(f, 65_536))
+        assert fast == _rows(decode_kafka._per_record(f, 65_536)), f.path
+    names = {name for name, _ in built}
+    assert names == {"PartitionRecord", "PartitionChangeRecord"}, built
+
+
 @pytest.mark.parametrize("fraction", [0.0, 0.37, 0.81])
 def test_pruning_equals_per_record(kafka_log: Path, fraction: float) -> None:
     files = [f for f in list_log_files(kafka_log) if f.source == SOURCE_SEGMENT]
