@@ -25,15 +25,30 @@ NOT_CONTROLLER hints, re-registers when its epoch is stale, reports the metadata
 offset it learned from replies; its script draws silences, crashes and restarts
 (a new incarnation), controlled shutdowns, want_fence episodes and
 AlterPartition requests (shrink/expand ISR, end a RECOVERING leader's
-recovery) from a stale view. The admin creates and deletes topics, adds
-partitions, toggles unclean leader election and asks for elections.
+recovery) from a stale view; a broker that restarts after a crash registers
+with previous_broker_epoch -1 (an unclean shutdown, KIP-966), after a
+controlled shutdown with its last epoch. The admin creates and deletes topics,
+adds partitions, toggles unclean leader election and min.insync.replicas, asks
+for elections, starts and cancels partition reassignments (KIP-455, some of
+them invalid). The active controller balances preferred leaders in bounded
+batches every few seconds (a batch that leaves more is followed at once). Most
+seeds run with eligible leader replicas (KIP-966) on, some with it off.
 
 Invariants, after every event (`_check`), on top of the Raft ones:
 - every controller's committed image is equal at equal offsets (also a loaded
   snapshot's), and the controller's replication index mirrors its image;
 - no fenced (or unregistered) broker leads a partition; every leader is in its
-  ISR (an unclean election makes the ISR [leader]); a RECOVERING leader is the
-  only ISR member;
+  ISR (an unclean election makes the ISR [leader]); a RECOVERING partition has
+  at most one ISR member (none once its leader is fenced with ELR on);
+- ISR and ELR are disjoint, both within the replicas, and the ELR is empty
+  with the feature off;
+- no partition is leaderless while an eligible replica could lead it: an
+  acceptable (registered, unfenced, not shutting down) ISR member, or an
+  acceptable ELR member when the ISR is empty;
+- reassignments, checked on every change the active controller writes: a
+  partition's replicas always contain the target and the original while it is
+  reassigning (its replica set only grows), and a reassignment ends with
+  replicas equal to its target (completed) or its original (cancelled);
 - broker epochs only rise; a RegisterBrokerRecord's epoch is its own offset;
 - no broker that kept heartbeating is fenced: a session fence of broker b at
   epoch e by controller C at time t is a violation if a heartbeat of (b, e) was
@@ -65,18 +80,20 @@ from kraft.controller.quorum_controller import (
 )
 from kraft.controller.requests import (
     AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
     CreatePartitionsRequest,
     CreateTopicRequest,
     ElectLeadersRequest,
     IsrMember,
+    ReassignmentTarget,
     RegisterBrokerRequest,
 )
 from kraft.raft.config import RaftConfig
 from kraft.raft.core import NotLeaderError
 from metadata_log.batch import decode_records, iter_headers
-from metadata_log.image import MetadataImage
+from metadata_log.image import MetadataImage, PartitionRegistration
 from metadata_log.records import (
     RECOVERED,
     RECOVERING,
@@ -112,6 +129,7 @@ class _Command:
     deadline: int
     reply_to: tuple[int, int, int] | None  # (client id, client incarnation, correlation)
     priority: bool
+    request: Any = None
 
 
 @dataclass
@@ -168,6 +186,9 @@ class SimBroker:
     next_corr: int = 0
     tick_gen: int = 0
     last_delivered_hb: int | None = None  # sim bookkeeping: last heartbeat that reached an active
+    # KIP-966: the epoch kept by a clean (controlled) shutdown, sent once restarted
+    clean_epoch: int = -1
+    previous_epoch: int = -1
 
 
 @dataclass
@@ -181,6 +202,10 @@ class ControllerSimParams:
     service_ms: tuple[int, int]
     n_brokers: int
     timer_lag_ms: int = 0
+    elr: bool = True  # eligible.leader.replicas.version bootstrapped at 1
+    min_isr: int = 1  # the cluster default min.insync.replicas
+    balance_ms: int = 2000  # leader.imbalance.check.interval
+    balance_batch: int = 3  # leader.imbalance.max.elections.per.batch
 
 
 # ====================================================================== the simulation
@@ -195,6 +220,7 @@ class ControllerSimulation(Simulation):
         self.bblocked: set[tuple[int, int]] = set()
         self.stalls = False
         self.admin_corr = 0
+        self.admin_kinds: dict[int, str] = {}
         self.broker_rng = random.Random(f"brokers/{seed}")
         super().__init__(seed, **kw)
 
@@ -208,6 +234,9 @@ class ControllerSimulation(Simulation):
             cluster_id=CLUSTER_ID,
             session_timeout_ms=self.p.session_ms,
             heartbeat_interval_ms=self.p.heartbeat_ms,
+            min_insync_replicas=self.p.min_isr,
+            leader_imbalance_max_elections_per_batch=self.p.balance_batch,
+            bootstrap_eligible_leader_replicas_version=1 if self.p.elr else 0,
         )
         rng = random.Random(f"{self.seed}/ctl/{nid}/{node.incarnation + 1}")
         st = CtlState(QuorumController(config, rng))
@@ -374,6 +403,34 @@ class ControllerSimulation(Simulation):
             self._write(node, st, ControllerResult(tuple(records)))
         st.last_write_ms = self.now
         self._arm(node.node_id)
+        self._arm_balance(node.node_id, st, self.p.balance_ms)
+
+    def _arm_balance(self, nid: int, st: CtlState, delay: int) -> None:
+        """The leader-balancing check, every balance_ms; at once again while a
+        batch left more to do (the shell's loop)."""
+        claim = st.claim
+
+        def fire() -> None:
+            if self.ctl.get(nid) is not st or st.claim != claim or not st.active:
+                return
+            if len(st.normal) >= 64:  # the queue is full: the next check tries again
+                self._arm_balance(nid, st, self.p.balance_ms)
+                return
+
+            def balance(c: QuorumController, t: int, off: int) -> ControllerResult | None:
+                result = c.maybe_balance_partition_leaders(t)
+                more = result is not None and result.reply["more"]
+                if result is not None:
+                    for _ in result.records:
+                        self._count("rebalance_election")
+                    if more:
+                        self._count("rebalance_more")
+                self._arm_balance(nid, st, 0 if more else self.p.balance_ms)
+                return result
+
+            self._enqueue(nid, st, _Command("balance", balance, self.now + 10**9, None, False))
+
+        self.at(self.now + delay, fire)
 
     def _deactivate(self, nid: int, st: CtlState) -> None:
         st.ctrl.deactivate(st.fed - 1)
@@ -417,6 +474,7 @@ class ControllerSimulation(Simulation):
                 self._count("unclean_election")
             elif type(rec) is PartitionChangeRecord and rec.leader_recovery_state == RECOVERED:
                 self._count("recovery_ended")
+        self._check_changes(node.node_id, st.ctrl.image, result.records)
         first, last = c.propose(plan.batches, self.now)
         st.ctrl.replay_batch(first, plan.records, self.now)
         if st.ctrl.image.offset != last:
@@ -498,6 +556,7 @@ class ControllerSimulation(Simulation):
             reg = result.records[0]
             if type(reg) is RegisterBrokerRecord:
                 st.registered_at[(reg.broker_id, reg.broker_epoch)] = self.now
+        self._plan = self._plan_of(st.ctrl.image, cmd)
         try:
             last = self._write(node, st, result) if result.records else node.log.end_offset - 1
         except NotLeaderError:
@@ -625,9 +684,100 @@ class ControllerSimulation(Simulation):
             self._arm(nid)
             return
         generate = _GENERATORS[kind](req[1])
-        self._enqueue(nid, st, _Command(kind, generate, deadline, reply_to, False))
+        self._enqueue(nid, st, _Command(kind, generate, deadline, reply_to, False, req[1]))
 
     # ------------------------------------------------------------------ checks
+
+    _plan: dict[tuple[str, int], tuple[int, ...] | None] | None = None
+
+    @staticmethod
+    def _plan_of(
+        img: MetadataImage, cmd: _Command
+    ) -> dict[tuple[str, int], tuple[int, ...] | None] | None:
+        """The targets of a reassignment command, by (topic id, partition id)."""
+        if cmd.name not in ("reassign", "cancel"):
+            return None
+        plan: dict[tuple[str, int], tuple[int, ...] | None] = {}
+        for t in cmd.request.partitions:
+            topic = img.topic_by_name(t.topic)
+            if topic is not None:
+                plan[(topic.topic_id, t.partition)] = t.replicas
+        return plan
+
+    def _check_planned(
+        self, where: str, pre: PartitionRegistration, post: PartitionRegistration, target: Any
+    ) -> None:
+        """A change a reassignment plan made: toward its target, or back (cancel)."""
+        if target is None:
+            original = tuple(r for r in pre.replicas if r not in pre.adding_replicas)
+            if post.reassigning or post.replicas != original:
+                self.fail(f"{where}: a cancel does not go back to the original {original}")
+            self._count("reassignment_done")
+            return
+        if post.replicas[: len(target)] != target:
+            self.fail(f"{where}: the replicas do not start with the target {target}")
+        if not post.reassigning:
+            if post.replicas != target:
+                self.fail(f"{where}: completed at once but not at the target {target}")
+            return
+        if set(post.removing_replicas) != set(post.replicas) - set(target):
+            self.fail(f"{where}: removes other than the replicas the target drops")
+        if set(post.adding_replicas) != set(target) - set(pre.replicas):
+            self.fail(f"{where}: adds other than the target's new replicas")
+
+    def _check_changes(
+        self, nid: int, img: MetadataImage, records: tuple[MetadataRecord, ...]
+    ) -> None:
+        """Each partition change the active controller writes, against the state it
+        changes: ELR elections and reassignment transitions (KIP-455)."""
+        after: dict[tuple[str, int], PartitionRegistration] = {}
+        for rec in records:
+            if type(rec) is not PartitionChangeRecord:
+                continue
+            key = (rec.topic_id, rec.partition_id)
+            topic = img.topics.get(rec.topic_id)
+            pre = after.get(key) or (None if topic is None else topic.partitions.get(key[1]))
+            if pre is None:
+                continue  # a partition created in the same write
+            post = after[key] = pre.merge(rec)
+            where = f"n{nid} change {rec!r} of {pre}"
+            if rec.leader >= 0 and rec.leader != pre.leader and rec.leader in pre.elr:
+                self._count("elr_election")
+            if (
+                rec.leader >= 0
+                and not pre.isr
+                and not pre.elr
+                and pre.last_known_elr == (rec.leader,)
+            ):
+                self._count("last_known_leader_election")
+            if rec.eligible_leader_replicas is not None and any(
+                type(r) is RegisterBrokerRecord for r in records
+            ):
+                self._count("unclean_shutdown_leaves_elr")
+            if rec.eligible_leader_replicas:
+                self._count("elr_kept")
+            plan = self._plan
+            if plan is not None and key in plan:
+                self._check_planned(where, pre, post, plan[key])
+            elif pre.reassigning and post.reassigning:
+                if not set(pre.replicas) <= set(post.replicas):
+                    self.fail(f"{where}: a reassigning partition lost a replica")
+            elif pre.reassigning:
+                target = tuple(r for r in pre.replicas if r not in pre.removing_replicas)
+                original = tuple(r for r in pre.replicas if r not in pre.adding_replicas)
+                if post.replicas not in (target, original):
+                    self.fail(f"{where}: ends with neither the target nor the original")
+                self._count("reassignment_done")
+            elif post.reassigning:
+                target = set(post.replicas) - set(post.removing_replicas)
+                if not set(pre.replicas) <= set(post.replicas) or not target:
+                    self.fail(f"{where}: starts without the original and a target")
+                if set(post.adding_replicas) != target - set(pre.replicas):
+                    self.fail(f"{where}: adds other than the target's new replicas")
+                if set(post.removing_replicas) != set(pre.replicas) - target:
+                    self.fail(f"{where}: removes other than the replicas the target drops")
+            elif not set(post.replicas) <= set(pre.replicas):
+                self.fail(f"{where}: replicas grew without a reassignment")
 
     def _check_fence(self, nid: int, st: CtlState, result: ControllerResult) -> None:
         if not result.records:
@@ -667,17 +817,35 @@ class ControllerSimulation(Simulation):
             self._check_image(nid, st, img)
 
     def _check_image(self, nid: int, st: CtlState, img: MetadataImage) -> None:
+        brokers = img.brokers
+        elr_on = st.ctrl.elr_enabled()
+
+        def acceptable(r: int) -> bool:
+            b = brokers.get(r)
+            return b is not None and not b.fenced and not b.in_controlled_shutdown
+
         for topic in img.topics.values():
             for pid, p in topic.partitions.items():
                 where = f"n{nid} image at {img.offset}: {topic.name}-{pid} {p}"
                 if p.leader >= 0:
-                    b = img.brokers.get(p.leader)
+                    b = brokers.get(p.leader)
                     if b is None or b.fenced:
                         self.fail(f"{where}: its leader is fenced or unregistered")
                     if p.leader not in p.isr:
                         self.fail(f"{where}: its leader is not in its ISR")
-                if p.leader_recovery_state == RECOVERING and len(p.isr) != 1:
+                if p.leader_recovery_state == RECOVERING and len(p.isr) > 1:
                     self.fail(f"{where}: a RECOVERING partition has more than one ISR member")
+                if set(p.isr) & set(p.elr):
+                    self.fail(f"{where}: ISR and ELR overlap")
+                if not set(p.isr) | set(p.elr) <= set(p.replicas):
+                    self.fail(f"{where}: an ISR or ELR member is not a replica")
+                if p.elr and not elr_on:
+                    self.fail(f"{where}: an ELR with eligible leader replicas off")
+                if p.leader < 0 and (
+                    any(acceptable(r) for r in p.isr)
+                    or (not p.isr and any(acceptable(r) for r in p.elr))
+                ):
+                    self.fail(f"{where}: leaderless while an eligible replica could lead")
         index = ReplicationIndex()
         for topic in img.topics.values():
             for pid, p in topic.partitions.items():
@@ -689,8 +857,11 @@ class ControllerSimulation(Simulation):
 
         if (
             norm(mine.in_isr) != norm(index.in_isr)
+            or norm(mine.in_elr) != norm(index.in_elr)
             or norm(mine.led_by) != norm(index.led_by)
             or mine.leaderless != index.leaderless
+            or mine.reassigning != index.reassigning
+            or mine.imbalanced != index.imbalanced
         ):
             self.fail(f"n{nid} replication index differs from its image at {img.offset}")
         committed = img.offset == st.fed - 1
@@ -741,6 +912,8 @@ class ControllerSimulation(Simulation):
         b.shutting_down = False
         b.silent_until = 0
         b.fenced = True
+        # the clean-shutdown marker is read once at start (Kafka's BrokerLifecycleManager)
+        b.previous_epoch, b.clean_epoch = b.clean_epoch, -1
         self._count("broker_start")
         self._broker_tick(b, 0)
 
@@ -782,6 +955,7 @@ class ControllerSimulation(Simulation):
                 (Endpoint("PLAINTEXT", f"b{b.bid}", 9092),),
                 b.rack,
                 (),
+                b.previous_epoch,
             )
             self.client_send(b.bid, b.process, b.reg_corr, b.target, ("register", req))
             return
@@ -813,6 +987,9 @@ class ControllerSimulation(Simulation):
         if src < 0:
             who = "admin" if src == -1 else "alter_partition"
             self._count(f"{who}:{msg[1] if msg[0] == 'err' else msg[0]}")
+            kind = self.admin_kinds.pop(corr, None) if src == -1 else None
+            if kind in ("reassign", "cancel"):
+                self._count(f"{kind}:{msg[1] if msg[0] == 'err' else msg[0]}")
             return
         b = self.brokers[src]
         if b.process != process or not b.up:
@@ -840,6 +1017,8 @@ class ControllerSimulation(Simulation):
                 b.fenced = body["is_fenced"]
                 if body["should_shut_down"]:
                     self._count("controlled_shutdown_done" if b.shutting_down else "shutdown_now")
+                    if b.shutting_down:
+                        b.clean_epoch = b.epoch if b.epoch is not None else -1
                     self.broker_stop(b)
                     self._restart_later(b)
                     return
@@ -887,6 +1066,7 @@ class ControllerSimulation(Simulation):
 
     def admin(self, req: tuple) -> None:
         self.admin_corr += 1
+        self.admin_kinds[self.admin_corr] = req[0]
         nid = self.leader() or self.broker_rng.choice(self.voter_ids)
         self.client_send(-1, 0, self.admin_corr, nid, req)
 
@@ -921,6 +1101,8 @@ _GENERATORS: dict[str, Callable[[Any], Callable[..., Any]]] = {
     "alter_partition": _gen("alter_partition"),
     "elect": _gen("elect_leaders"),
     "unregister": _gen("unregister_broker"),
+    "reassign": _gen("alter_partition_reassignments"),
+    "cancel": _gen("alter_partition_reassignments"),
 }
 
 
@@ -954,6 +1136,10 @@ def build(
         service_ms=rng.choice([(0, 1), (0, 5), (1, 10)]),
         n_brokers=rng.randint(3, 6),
         timer_lag_ms=rng.choice([0, 20, 100]),
+        elr=rng.random() < 0.75,
+        min_isr=rng.choice([1, 1, 2]),
+        balance_ms=rng.choice([1000, 3000]),
+        balance_batch=rng.choice([1, 3, 1000]),
     )
     net = NetParams(
         min_delay_ms=1,
@@ -1070,10 +1256,49 @@ def run_seed(seed: int, trace: bool = False) -> ControllerSeedResult:
                 kind = rng.choice(["preferred", "unclean"])
                 req = ElectLeadersRequest(rng.choice(topics), rng.randint(0, 3), kind)
             sim.admin(("elect", req))
-        else:
+        elif what < 0.95:
             sim.admin(("unregister", rng.choice(brokers).bid))
+        else:
+            value = rng.choice(["1", "2", "3", None])
+            sim.admin(
+                (
+                    "alter_configs",
+                    AlterConfigsRequest(rng.choice(topics), {"min.insync.replicas": value}),
+                )
+            )
 
     every(300, 1200, admin)
+
+    def reassign() -> None:
+        """A reassignment (some invalid: an unknown broker, a replica twice, an
+        unknown partition) or a cancel (some with nothing in progress)."""
+        view = sim.committed_view()
+        if view is None or not view.topics:
+            return
+        parts = [(t.name, pid, p) for t in view.topics.values() for pid, p in t.partitions.items()]
+        if not parts:
+            return
+        ongoing = [x for x in parts if x[2].reassigning]
+        if rng.random() < 0.25:
+            name, pid, _ = rng.choice(ongoing if ongoing and rng.random() < 0.8 else parts)
+            target = ReassignmentTarget(name, pid, None)
+            sim.admin(("cancel", AlterPartitionReassignmentsRequest((target,))))
+            return
+        ids = [b.bid for b in brokers]
+        entries = []
+        for name, pid, _ in rng.sample(parts, min(len(parts), rng.randint(1, 3))):
+            replicas = rng.sample(ids, rng.randint(1, min(3, len(ids))))
+            bad = rng.random()
+            if bad < 0.05:
+                replicas.append(999)  # not registered
+            elif bad < 0.1:
+                replicas.append(replicas[0])  # twice
+            elif bad < 0.13:
+                pid += 100  # no such partition
+            entries.append(ReassignmentTarget(name, pid, tuple(replicas)))
+        sim.admin(("reassign", AlterPartitionReassignmentsRequest(tuple(entries))))
+
+    every(400, 1500, reassign)
 
     def alter_partition() -> None:
         view = sim.committed_view()

@@ -40,6 +40,18 @@ EVIDENCE = (
     "alter_partition:ok",
     "unclean_election",
     "admin:ok",
+    # issue 19: KIP-455 reassignments, leader balancing, KIP-966 ELR
+    "reassign:ok",
+    "reassign:INVALID_REPLICA_ASSIGNMENT",
+    "cancel:ok",
+    "cancel:NO_REASSIGNMENT_IN_PROGRESS",
+    "reassignment_done",  # completed (every adding replica joined the ISR) or cancelled
+    "rebalance_election",
+    "rebalance_more",  # a balancing batch hit its bound and the next ran at once
+    "elr_kept",  # an ISR below min ISR kept its removed members eligible
+    "elr_election",  # a clean election from the ELR
+    "last_known_leader_election",
+    "unclean_shutdown_leaves_elr",
 )
 
 
