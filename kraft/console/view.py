@@ -60,6 +60,7 @@ class ClusterSummary:
     """Counts and trouble-first orderings of one image (see module docstring)."""
 
     offset: int
+    reassignments: int  # partitions with replicas being added or removed, any status
     broker_counts: dict[str, int]
     broker_order: tuple[int, ...]  # ids, trouble first, then by id
     partition_counts: dict[str, int]
@@ -81,6 +82,7 @@ def summarize(image: MetadataImage) -> ClusterSummary:
     trouble: list[tuple[int, str, int, str]] = []
     healthy: list[tuple[str, int, str]] = []
     topics = []
+    moving = 0
     for name, tid in sorted(image.topic_ids_by_name.items()):
         t = image.topics.get(tid)
         if t is None:
@@ -89,6 +91,8 @@ def summarize(image: MetadataImage) -> ClusterSummary:
         for pid, p in t.partitions.items():
             s = partition_status(p)
             tcounts[s] += 1
+            if p.adding_replicas or p.removing_replicas:
+                moving += 1
             if s != HEALTHY:
                 trouble.append((_RANK[s], name, pid, tid))
             elif len(healthy) < MAX_LIMIT:
@@ -113,6 +117,7 @@ def summarize(image: MetadataImage) -> ClusterSummary:
     topics.sort(key=lambda t: (-(t[OFFLINE] + t[UNDER_REPLICATED] + t[REASSIGNING]), t["name"]))
     return ClusterSummary(
         image.offset,
+        moving,
         counts,
         tuple(bid for _, bid in ranked),
         pcounts,
@@ -162,6 +167,7 @@ def cluster_view(
         "partitions": {
             "counts": summary.partition_counts,
             "total": sum(summary.partition_counts.values()),
+            "reassignments": summary.reassignments,
             "rows": partitions,
         },
         "topics": {"total": len(image.topics), "rows": list(summary.topics[:limit])},

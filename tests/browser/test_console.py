@@ -127,6 +127,24 @@ def test_console_loads_with_no_console_error_and_shows_the_cluster(
     page.driver.set_window_size(*LAPTOP)
 
 
+def test_polling_pauses_while_the_tab_is_hidden_and_resumes_when_shown(
+    cluster: LocalCluster, page: Browser
+) -> None:
+    _, url = leader_url(cluster)
+    open_console(page, url, polls=1)
+    hide = (
+        "Object.defineProperty(document, 'hidden', {configurable: true, get: () => arguments[0]});"
+        "document.dispatchEvent(new Event('visibilitychange'));"
+        "return Number(document.body.dataset.polls)"
+    )
+    hidden_at = page.js(hide, True)
+    time.sleep(4.5)  # two poll periods and more
+    polls = int(page.js("return document.body.dataset.polls"))
+    assert polls <= hidden_at + 1, (hidden_at, polls)  # at most the one in flight
+    shown_at = page.js(hide, False)
+    wait(lambda: int(page.js("return document.body.dataset.polls")) > shown_at, 3, "a poll")
+
+
 def test_a_killed_broker_turns_fenced_on_the_page_without_a_reload(
     cluster: LocalCluster, page: Browser
 ) -> None:

@@ -26,6 +26,7 @@ def _image() -> MetadataImage:
         PartitionRecord("tid", 0, (1, 2), (1, 2), leader=1),
         PartitionRecord("tid", 1, (2, 3), (2,), leader=2),  # under-replicated
         PartitionRecord("tid", 2, (3, 4), (3,), leader=-1),  # offline
+        PartitionRecord("tid", 3, (1, 2, 4), (1, 2, 4), adding_replicas=(4,), leader=1),
         FenceBrokerRecord(3, 13),
         BrokerRegistrationChangeRecord(4, 14, in_controlled_shutdown=1),
     ]
@@ -43,7 +44,8 @@ def test_the_view_lists_trouble_first_and_counts_everything() -> None:
     assert view["brokers"]["rows"][2]["partitions_led"] == 1
     assert view["brokers"]["rows"][0]["heartbeat_age_ms"] == 300
     order = [(p["partition_id"], p["status"]) for p in view["partitions"]["rows"]]
-    assert order == [(2, "offline"), (1, "under_replicated"), (0, "ok")]
+    assert order == [(2, "offline"), (1, "under_replicated"), (3, "reassigning"), (0, "ok")]
+    assert view["partitions"]["reassignments"] == 1
     assert view["topics"]["rows"][0]["offline"] == 1
 
 
@@ -52,7 +54,7 @@ def test_the_view_shows_at_most_limit_rows_but_counts_all() -> None:
     view = cluster_view(img, summarize(img), {}, lambda b: None, limit=2)
     assert [b["broker_id"] for b in view["brokers"]["rows"]] == [3, 4]
     assert view["brokers"]["total"] == 4
-    assert len(view["partitions"]["rows"]) == 2 and view["partitions"]["total"] == 3
+    assert len(view["partitions"]["rows"]) == 2 and view["partitions"]["total"] == 4
 
 
 def test_the_feed_keeps_state_changes_below_the_high_watermark_with_their_offsets() -> None:

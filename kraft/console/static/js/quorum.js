@@ -33,6 +33,11 @@ export function renderQuorum(q, cluster, now) {
     }
   }
   fillBody(document.getElementById("quorum-table"), rows);
+  // lag and fetch times are the leader's knowledge: point to its console
+  const note = document.getElementById("quorum-note");
+  if (onLeader || !q.leader_url) note.replaceChildren();
+  else note.replaceChildren("Lag and fetch times are known to the leader: ",
+    el("a", { href: `${q.leader_url}/ui` }, `controller ${leader}'s console`), ".");
 }
 
 function fetchAge(ts, now) {
