@@ -30,10 +30,17 @@ format (`metadata_log.kafka.writer`, batch for batch at the same offsets; cached
 too) and every mode runs on both: keys ``MODE`` (native) and ``MODE_kafka``, the
 ratio ``kafka_vs_kraft_MODE`` (the issue 23 goal: at most 1.3), and the tables of
 both formats in the same hash comparison (they must be equal).
+With ``--shape busy`` the story is shaped like a busy real cluster's log (BUSY
+below: mostly NoOpRecords one per batch, PartitionChangeRecords from ISR churn and
+rolling restarts, BrokerRegistrationChangeRecords); each run then carries the
+log's measured `record_mix`. ``--generate-only`` writes (and caches) the logs of
+every size and format and prints where they are, with the mix: the generator of
+both formats from one story.
 Usage::
 
     python benchmarks/replay_bench.py [--records 1000000 --records 10000000] [--repeat 3]
         [--modes one_process,local2,local1,cluster] [--formats kraft,kafka]
+        [--shape story|busy] [--generate-only]
 """
 
 from __future__ import annotations
