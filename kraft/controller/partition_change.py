@@ -189,8 +189,14 @@ class PartitionChangeBuilder:
 
     def _valid(self, replica: int) -> bool:
         isr = self._target_isr
-        return (replica in isr or (not isr and replica in self._target_elr)) and self._acceptable(
-            replica
+        if replica in isr:
+            return self._acceptable(replica)
+        # the ELR counts only with the feature on and the ISR empty
+        return (
+            not isr
+            and self._elr_enabled
+            and replica in self._target_elr
+            and self._acceptable(replica)
         )
 
     def _last_known_leader(self) -> int:
@@ -241,11 +247,13 @@ class PartitionChangeBuilder:
         isr: tuple[int, ...] | None = None  # set by an unclean election
         recovery = LEADER_RECOVERY_UNCHANGED
         new_leader, unclean = self._elect()
+        if self._elr_enabled and new_leader >= 0 and new_leader in self._target_elr:
+            # a clean election from the ELR: it alone is in sync now (also when it
+            # was the leader already, which Kafka's callers never ask: they make a
+            # leader they take out of the ISR unacceptable)
+            self._target_isr = (new_leader,)
+            self._target_elr = tuple([r for r in self._target_elr if r != new_leader])
         if new_leader != p.leader:
-            if new_leader in self._target_elr:
-                # a clean election from the ELR: it alone is in sync now
-                self._target_isr = (new_leader,)
-                self._target_elr = tuple([r for r in self._target_elr if r != new_leader])
             leader = new_leader
             if unclean:
                 # Forcibly shrink the ISR to the new leader: it must recover first.

@@ -61,6 +61,7 @@ from metadata_log.records import (
     FenceBrokerRecord,
     MetadataRecord,
     NoOpRecord,
+    PartitionChangeRecord,
     PartitionRecord,
     Record,
     RegisterBrokerRecord,
@@ -970,13 +971,32 @@ class QuorumController:
         ]
         merged = {k: v for k, v in {**current, **req.configs}.items() if v is not None}
         # Enabling unclean election elects leaders for leaderless partitions now, as Kafka does.
+        topic = self.image.topic_by_name(req.name)
+        after: dict[int, PartitionRegistration] = {}
         if req.configs.get(UNCLEAN_LEADER_ELECTION_ENABLE) == "true":
-            topic = self.image.topic_by_name(req.name)
             keys = [k for k in self.index.leaderless if k[0] == topic.topic_id]
             for _topic_id, pid in sorted(keys):
                 rec = self.partition_builder(topic, pid, unclean=True).build()
                 if rec is not None:
                     records.append(rec)
+                    after[pid] = topic.partitions[pid].merge(rec)
+        if (
+            MIN_INSYNC_REPLICAS in req.configs
+            and current.get(MIN_INSYNC_REPLICAS) != req.configs[MIN_INSYNC_REPLICAS]
+        ):
+            # The ELRs were kept for the old min ISR: a new one clears them (and the
+            # last known leaders), as Kafka's ClearElrRecord does for the topic.
+            for pid in sorted(topic.partitions):
+                p = after.get(pid, topic.partitions[pid])
+                if p.elr or p.last_known_elr:
+                    records.append(
+                        PartitionChangeRecord(
+                            topic.topic_id,
+                            pid,
+                            eligible_leader_replicas=() if p.elr else None,
+                            last_known_elr=() if p.last_known_elr else None,
+                        )
+                    )
         return ControllerResult(tuple(records), {"name": req.name, "configs": merged})
 
     # ---------------------------------------------------------------- partitions

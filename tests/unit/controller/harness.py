@@ -7,8 +7,10 @@ import uuid
 
 from kraft.controller.quorum_controller import ControllerConfig, ControllerResult, QuorumController
 from kraft.controller.requests import (
+    AlterPartitionRequest,
     BrokerHeartbeatRequest,
     CreateTopicRequest,
+    IsrMember,
     RegisterBrokerRequest,
 )
 from metadata_log.records import Endpoint, MetadataRecord
@@ -55,12 +57,23 @@ class Harness:
         return result
 
     def register(
-        self, broker_id: int, now: int = 0, rack: str | None = None, incarnation: str | None = None
+        self,
+        broker_id: int,
+        now: int = 0,
+        rack: str | None = None,
+        incarnation: str | None = None,
+        previous_broker_epoch: int = -1,
     ) -> int:
         inc = incarnation or str(uuid.UUID(int=broker_id * 1000 + len(self.log)))
         self.incarnations[broker_id] = inc
         req = RegisterBrokerRequest(
-            broker_id, CLUSTER, inc, (Endpoint("PLAINTEXT", "h", 9092),), rack, ()
+            broker_id,
+            CLUSTER,
+            inc,
+            (Endpoint("PLAINTEXT", "h", 9092),),
+            rack,
+            (),
+            previous_broker_epoch,
         )
         res = self.apply(self.c.register_broker(req, now, self.next_offset))
         return res.reply["broker_epoch"]
@@ -96,6 +109,28 @@ class Harness:
             name, None, None, tuple(tuple(a) for a in assignments), dict(configs)
         )
         return self.apply(self.c.create_topic(req, now)).reply["topic_id"]
+
+    def alter_isr(self, name: str, pid: int, isr: list[int], now: int = 0) -> ControllerResult:
+        """AlterPartition from the partition's leader, at its current epochs."""
+        p = self.partition(name, pid)
+        brokers = self.c.image.brokers
+        req = AlterPartitionRequest(
+            broker_id=p.leader,
+            broker_epoch=brokers[p.leader].broker_epoch,
+            topic_id=self.c.image.topic_ids_by_name[name],
+            partition_id=pid,
+            leader_epoch=p.leader_epoch,
+            partition_epoch=p.partition_epoch,
+            new_isr_with_epochs=tuple(IsrMember(b, brokers[b].broker_epoch) for b in isr),
+            leader_recovery_state=p.leader_recovery_state,
+        )
+        return self.apply(self.c.alter_partition(req, now))
+
+    def fence(self, broker_id: int, now: int = 0) -> ControllerResult:
+        """The broker asks to be fenced: the production fence path."""
+        self.heartbeat(broker_id, now, want_fence=True)
+        assert self.c.image.brokers[broker_id].fenced
+        return ControllerResult(())
 
     def partition(self, name: str, pid: int):
         return self.c.image.topic_by_name(name).partitions[pid]
