@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +260,14 @@ class Liveness:
         i = bisect.bisect_right(times, t)
         return i > 0 and line[i - 1][1]
 
+    def alive_until(self, b: int, t: int, cs: bool) -> int | None:
+        """When the broker, alive at t, next goes silent (None: never)."""
+        line, times = self._line(cs, b)
+        for i in range(bisect.bisect_right(times, t), len(line)):
+            if not line[i][1]:
+                return line[i][0]
+        return None
+
     def silent_since(self, b: int, t: int, cs: bool) -> int | None:
         """When the broker last went silent at or before t (None: never)."""
         line, times = self._line(cs, b)
@@ -410,7 +418,15 @@ def read_facts(log_dir: str | Path, session_timeout_ms: int) -> Facts:
                 records, image, head.time_ms, live, shutting, racks, shutting_done
             )
             units.append(
-                Unit(head.base_offset, head.time_ms, False, tuple(unit_batches), cmds, unexplained)
+                Unit(
+                    head.base_offset,
+                    head.time_ms,
+                    False,
+                    # the commands stand for the records: keep the batches' shape only
+                    tuple(replace(b, records=()) for b in unit_batches),
+                    cmds,
+                    unexplained,
+                )
             )
         replay(unit_batches)
     last = batches[-1]

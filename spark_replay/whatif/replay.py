@@ -10,6 +10,7 @@ compares like with like. A Spark task runs `scenario_tables` for one scenario.
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
 from pathlib import Path
@@ -62,9 +63,20 @@ def with_scenario(table: pa.Table, name: str) -> pa.Table:
     return table.append_column("scenario", pa.array([name] * table.num_rows, pa.string()))
 
 
+# A Python worker runs many tasks (spark.python.worker.reuse): the facts of a
+# 1M-record log take ~6 s to load, so each worker loads them once per job.
+_LOADED: dict[tuple[str, int], Facts] = {}
+
+
 def load_facts(path: str | Path) -> Facts:
-    with open(path, "rb") as f:
-        return pickle.load(f)  # noqa: S301 — written by this job's driver, just before
+    key = (str(path), os.stat(path).st_mtime_ns)
+    facts = _LOADED.get(key)
+    if facts is None:
+        with open(path, "rb") as f:
+            facts = pickle.load(f)  # noqa: S301 — written by this job's driver, just before
+        _LOADED.clear()
+        _LOADED[key] = facts
+    return facts
 
 
 def save_facts(facts: Facts, path: str | Path) -> None:
