@@ -1,0 +1,97 @@
+"""Facts and figures: broker liveness as the records imply it, the offline
+figures of a table, and the commands a log turns back into."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from spark_replay.whatif import facts as F
+from spark_replay.whatif.metrics import offline_steps, scenario_metrics
+from tests.unit.whatif.story import T0, Story
+
+
+def test_a_fence_means_the_broker_went_silent_one_session_before() -> None:
+    live = F.Liveness(9000)
+    live.up(1, 1000)
+    live.down(1, 50_000 - 9000)  # a FenceBrokerRecord at 50 s
+    live.up(1, 70_000)  # heard from again
+    assert live.alive(1, 40_000, cs=True)
+    assert not live.alive(1, 41_000, cs=True)
+    assert live.silent_since(1, 60_000, cs=True) == 41_000
+    assert live.alive_until(1, 2000, cs=True) == 41_000
+    assert live.alive(1, 70_000, cs=True) and live.alive_until(1, 70_000, cs=True) is None
+
+
+def test_a_second_silence_does_not_move_the_first() -> None:
+    live = F.Liveness(9000)
+    live.up(2, 0)
+    live.down(2, 10_000)  # fenced: silent since 10 s
+    live.down(2, 19_000)  # then unregistered
+    assert live.silent_since(2, 30_000, cs=True) == 10_000
+
+
+def test_controlled_shutdown_off_stops_the_broker_when_it_asks() -> None:
+    live = F.Liveness(9000)
+    live.up(3, 0)
+    live.down(3, 5000, controlled_shutdown=False)  # asked at 5 s
+    live.down(3, 8000, controlled_shutdown=True)  # told to shut down at 8 s
+    assert live.alive(3, 6000, cs=True) and not live.alive(3, 6000, cs=False)
+
+
+def test_offline_figures_count_an_open_window_to_the_end() -> None:
+    offline = pa.table(
+        {
+            "topic": ["a", "a", "b"],
+            "topic_id": ["x", "x", "y"],
+            "partition_id": [0, 1, 0],
+            "start_offset": [1, 2, 3],
+            "end_offset": [5, None, 4],
+            "start_time_ms": [1000, 2000, 3000],
+            "end_time_ms": [5000, None, 4000],
+        }
+    )
+    elections = pa.table(
+        {
+            "offset": [1, 9],
+            "topic": ["a", "b"],
+            "partition_id": [0, 0],
+            "old_leader": [1, 2],
+            "new_leader": [2, 3],
+            "unclean": [False, True],
+            "cause": ["FENCE", "ADMIN"],
+        }
+    )
+    assert offline_steps(offline, 10_000) == [(1000, 1), (2000, 2), (3000, 3), (4000, 2), (5000, 1)]
+    m = scenario_metrics(elections, offline, 0, 10_000)
+    assert m["offline_partition_seconds"] == 4 + 8 + 1
+    assert m["max_offline_at_once"] == 3
+    assert m["offline_seconds_by_topic"] == {"a": 12.0, "b": 1.0}
+    assert (m["unclean_elections"], m["leadership_moves"]) == (1, 2)
+    assert m["unclean_at"] == [{"topic": "b", "partition_id": 0, "offset": 9}]
+
+
+def test_a_log_turns_back_into_its_commands(tmp_path: Path) -> None:
+    s = Story(tmp_path / "log")
+    for b in (1, 2):
+        s.register(b)
+    s.run_until(T0 + 3000)
+    tid = s.create_topic("t", [(1, 2)])
+    s.shrink_isr(tid, 0, (1,))
+    s.stop(1)
+    s.run_until(T0 + 20_000)
+    facts = F.read_facts(s.close(), 9000)
+    kinds = [type(c).__name__ for u in facts.units for c in u.commands]
+    assert kinds == [
+        "Failover",
+        "Register",
+        "Unfence",
+        "Register",
+        "Unfence",
+        "CreateTopic",
+        "AlterIsr",
+        "FenceMark",
+    ]
+    [fence] = [u for u in facts.units if any(type(c) is F.FenceMark for c in u.commands)]
+    assert facts.liveness.silent_since(1, fence.time_ms, cs=True) == fence.time_ms - 9000
