@@ -744,7 +744,7 @@ def _whatif_plot(summary: dict[str, Any]) -> str:
         )
     ax.set_xlabel(f"time since the log's first record ({unit_name})")
     ax.set_ylabel("partitions offline")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
     return _png(fig)
 
