@@ -5,8 +5,9 @@ so it never ships a whole list: it counts everything and returns at most `limit`
 rows of each kind, the ones a person must see first (fenced and shutting-down
 brokers; offline, under-replicated and reassigning partitions). The counts and
 orderings cost a scan of the image: `ClusterSummary` is computed once and reused
-while the image's offset is unchanged or for `max_age_ms` (kraft.console.server),
-so five tabs cost one scan a second; the rows of each reply are cheap.
+while the image's offset is unchanged or for up to 2 s (kraft.console.server), so
+five tabs cost one scan per poll period; the rows of each reply, read live from the
+image, are cheap.
 
 Partitions led come from the controller's ReplicationIndex (kept by replay on the
 active controller and on standbys alike), time since the last heartbeat from the

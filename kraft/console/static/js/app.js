@@ -62,7 +62,9 @@ function schedule() {
   timer = null;
   if (document.hidden) return; // paused until visible again
   poll().finally(() => {
-    if (!document.hidden) timer = setTimeout(schedule, POLL_MS);
+    // one loop only: a poll still in flight when the tab came back finds the
+    // new loop's timer already set
+    if (!document.hidden && timer === null) timer = setTimeout(schedule, POLL_MS);
   });
 }
 
