@@ -201,6 +201,12 @@ def _run(
         "last_time_ms": facts.last_time_ms,
         "last_offset": facts.last_offset,
         "in_force": scenarios[0].settings(),
+        "facts": {
+            "units": len(facts.units),
+            "commands": facts.command_count,
+            # records of command units that no command explains (docs/what-if.md)
+            "unexplained_records": sum(u.unexplained for u in facts.units),
+        },
         "actual": results[0],
         "scenarios": [
             {**r, "settings": s.settings(), "changed": list(s.changed)}
