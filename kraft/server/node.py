@@ -39,7 +39,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,7 @@ from kraft.raft.transport import HttpTransport
 from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay
 from kraft.server.controller_service import ControllerService
 from kraft.server.controller_service import NotLeaderError as ServiceNotLeaderError
+from kraft.server.forked_snapshot import can_fork, fork_writer, wait_child
 from kraft.server.heartbeat_front import HeartbeatFronts
 from kraft.server.http_codec import error_middleware
 from kraft.server.limits import ConnectionQuotaConfig, GuardedSite, body_middleware
@@ -472,11 +473,18 @@ class ControllerNode:
         timestamp: Callable[[], int] = wall_ms,
         rng: random.Random | None = None,
         transport: Any = None,
+        fork_snapshots: bool | None = None,
     ) -> None:
         """`clock`, `timestamp`, `rng` and `transport` are seams for the deterministic
         simulator (tests/dsim): by default the monotonic and wall clocks, fresh
-        randomness and HTTP to the voters."""
+        randomness and HTTP to the voters. `fork_snapshots`: snapshots are written
+        by a forked child (kraft.server.forked_snapshot) rather than a thread over a
+        copy of the image; by default where the platform can, unless `transport` is
+        given (the simulator's disk and executor are in-process)."""
         self.settings = settings
+        if fork_snapshots is None:
+            fork_snapshots = transport is None and can_fork()
+        self._fork_snapshots = fork_snapshots
         self._clock = clock
         self._timestamp = timestamp
         rng = rng or random.Random()
@@ -579,7 +587,6 @@ class ControllerNode:
         self._replay_task: asyncio.Task[None] | None = None
         # The epoch this node won but activates only once its backlog is replayed.
         self._activating: LeaderAndEpoch | None = None
-        self._snapshot_voters: VotersRecord | None = None
         self.snapshots_written = 0
         self._runner: web.AppRunner | None = None
         self.heartbeat_fronts: HeartbeatFronts | None = None
@@ -691,6 +698,10 @@ class ControllerNode:
         if self._snapshot_task is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._snapshot_task), timeout_s)
+        if self._snapshot_task is not None:  # still writing: a forked writer is killed
+            self._snapshot_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._snapshot_task
         if self._runner is not None:
             await self._runner.cleanup()
         self.log.close(flush=self.raft.fatal_error is None)
@@ -804,27 +815,44 @@ class ControllerNode:
         if snap is not None and snap.end_offset > image.offset:
             return
         sid = SnapshotId(image.offset + 1, self.log.epoch_for_offset(image.offset))
-        copy = image.copy()
         core = self.raft.core
-        self._snapshot_voters = core.voters_record_at(sid.end_offset) if core else None
+        voters = core.voters_record_at(sid.end_offset) if core else None
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = now
+        t0 = time.perf_counter()
+        if self._fork_snapshots:
+            # the child sees the image as of now, copy-on-write: nothing copied here
+            pid = fork_writer(self._snapshot_writer(sid, image, voters))
+            written = self._snapshot_child(pid)
+        else:
+            written = asyncio.to_thread(self._snapshot_writer(sid, image.copy(), voters))
         self._snapshot_task = asyncio.get_running_loop().create_task(
-            self._write_snapshot(sid, copy)
+            self._write_snapshot(sid, written, t0), name="controller-snapshot"
         )
 
-    async def _write_snapshot(self, sid: SnapshotId, image: MetadataImage) -> None:
-        t0 = time.perf_counter()
+    def _snapshot_writer(
+        self, sid: SnapshotId, image: MetadataImage, voters: VotersRecord | None
+    ) -> Callable[[], object]:
+        """What writes `image` as snapshot `sid`, in a thread or a forked child."""
+        directory = self.log.directory
+        stamp = self._timestamp()  # a timestamp in the snapshot's header
+        return lambda: write_snapshot(
+            directory,
+            sid,
+            image.to_records(),
+            last_contained_log_time=image.last_append_time_ms,
+            append_time_ms=stamp,
+            voters=voters,
+        )
+
+    async def _snapshot_child(self, pid: int) -> None:
+        code = await wait_child(pid)
+        if code != 0:
+            raise RuntimeError(f"the snapshot writer (pid {pid}) exited with {code}")
+
+    async def _write_snapshot(self, sid: SnapshotId, written: Awaitable[object], t0: float) -> None:
         try:
-            await asyncio.to_thread(
-                write_snapshot,
-                self.log.directory,
-                sid,
-                image.to_records(),
-                last_contained_log_time=image.last_append_time_ms,
-                append_time_ms=self._timestamp(),  # a timestamp in the snapshot's header
-                voters=self._snapshot_voters,
-            )
+            await written
             if self._stopped.is_set() and self.log.file_log.closed:
                 return
             self.log.register_snapshot(sid)
@@ -837,6 +865,7 @@ class ControllerNode:
                     "event": "snapshot_written",
                     "snapshot": sid.file_name,
                     "ms": round((time.perf_counter() - t0) * 1000, 1),
+                    "writer": "child" if self._fork_snapshots else "thread",
                     "log_start_offset": self.log.start_offset,
                     "trimmed": trimmed,
                 },

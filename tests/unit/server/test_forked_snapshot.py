@@ -1,0 +1,93 @@
+"""kraft.server.forked_snapshot: a forked child writes the snapshot the thread would,
+reports failure by its exit code, holds none of the parent's descriptors, and is
+killed when its wait is cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from kraft.server.forked_snapshot import can_fork, fork_writer, wait_child
+from metadata_log.image import MetadataImage
+from metadata_log.records import (
+    FeatureLevelRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from metadata_log.replay import read_snapshot_image
+from metadata_log.snapshot import SnapshotId, snapshot_path, write_snapshot
+
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(not can_fork(), reason="needs os.fork and os.pidfd_open (Linux)"),
+]
+
+
+def image() -> MetadataImage:
+    img = MetadataImage()
+    records = [
+        FeatureLevelRecord("metadata.version", 1),
+        RegisterBrokerRecord(broker_id=1, incarnation_id="i1", broker_epoch=1, fenced=False),
+        TopicRecord("t", "tid-1"),
+        *(
+            PartitionRecord(topic_id="tid-1", partition_id=p, replicas=(1,), isr=(1,), leader=1)
+            for p in range(50)
+        ),
+    ]
+    img.replay_batch(0, records)
+    return img
+
+
+def write(directory: Path, img: MetadataImage) -> None:
+    sid = SnapshotId(img.offset + 1, 1)
+    write_snapshot(directory, sid, img.to_records(), last_contained_log_time=0, append_time_ms=7)
+
+
+def test_a_forked_child_writes_the_snapshot_a_thread_would(tmp_path: Path) -> None:
+    img = image()
+    sid = SnapshotId(img.offset + 1, 1)
+    write(tmp_path / "thread", img)
+    pid = fork_writer(lambda: write(tmp_path / "child", img))
+    img.replay(TopicRecord("after-the-fork", "tid-2"), img.offset + 1)  # not in the child's
+    assert asyncio.run(wait_child(pid)) == 0
+    thread_bytes = snapshot_path(tmp_path / "thread", sid).read_bytes()
+    assert snapshot_path(tmp_path / "child", sid).read_bytes() == thread_bytes
+    loaded = read_snapshot_image(snapshot_path(tmp_path / "child", sid), sid.end_offset)
+    assert loaded.topic_by_name("after-the-fork") is None
+    assert len(loaded.topic_by_name("t").partitions) == 50
+
+
+def test_a_failing_writer_exits_1_with_its_traceback(capfd: pytest.CaptureFixture[str]) -> None:
+    def fail() -> None:
+        raise OSError("disk full")
+
+    assert asyncio.run(wait_child(fork_writer(fail))) == 1
+    assert "OSError: disk full" in capfd.readouterr().err
+
+
+def test_the_child_holds_none_of_the_parents_descriptors() -> None:
+    """A connection the parent closes is closed, though the child still runs."""
+    a, b = socket.socketpair()
+    b.settimeout(10)
+    pid = fork_writer(lambda: time.sleep(30))
+
+    async def main() -> None:
+        waiting = asyncio.ensure_future(wait_child(pid))
+        a.close()
+        assert await asyncio.to_thread(b.recv, 1) == b""  # EOF: the child's copy is gone
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    try:
+        asyncio.run(main())
+    finally:
+        b.close()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # killed and reaped by the cancelled wait
