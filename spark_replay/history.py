@@ -77,6 +77,7 @@ TXN_BUCKET = 4096
 
 NO_LEADER_CHANGE = -2
 LEADER_RECOVERY_UNCHANGED = -1
+RECOVERING = 1  # leader_recovery_state after an unclean election (KIP-704)
 
 
 class HistoryError(MetadataLogError):
@@ -459,6 +460,8 @@ def partition_states(ev: DataFrame, other: DataFrame | None = None) -> DataFrame
         (F.col("kind") == KIND_REMOVE).alias("removed"),
         "from_snapshot",
         sets_leader.alias("sets_leader"),
+        # the record changes the replica set: a reassignment's step (KIP-455)
+        (is_pcr & F.col("replicas").isNotNull()).alias("sets_replicas"),
         _carry(leader_v, w).alias("leader"),
         _carry(F.col("isr"), w).alias("isr"),
         _carry(F.col("replicas"), w).alias("replicas"),
@@ -588,11 +591,20 @@ def leader_elections(ev: DataFrame, states: DataFrame, names: DataFrame) -> Data
     4. UNFENCE: an UnfenceBrokerRecord (or BrokerRegistrationChangeRecord fenced=-1)
        for the new leader: a leaderless partition gets the returning broker.
     5. ADMIN: a ConfigRecord in the batch (enabling unclean election elects at once).
-    6. ALTER_PARTITION: the leader stays (an epoch bump with an ISR change, from a
+    6. REASSIGNMENT: the record also changes the replica set (KIP-455: a
+       reassignment completes and its leader is being removed, or a cancel).
+    7. ALTER_PARTITION: the leader stays (an epoch bump with an ISR change, from a
        partition leader's AlterPartition); cause_broker_id is the leader.
-    7. ADMIN: anything else (a preferred or unclean election request).
+    8. REBALANCE: a live leader hands over to the partition's first replica, which
+       was in the ISR (a preferred election: the controller's automatic balancing,
+       or an admin's `elect --type preferred`, which writes the same record).
+    9. ADMIN: anything else (an unclean election request, ...).
 
-    unclean: the new leader was not in the ISR before the record.
+    election_type (null when nobody is elected): ISR (the new leader was in the ISR
+    before the record, or a reassignment's step puts it in the ISR it writes: the
+    new replica joined by AlterPartition); else UNCLEAN when the partition is RECOVERING after it (an
+    unclean or last-known-leader election, KIP-704), else ELR (a clean election of
+    an eligible leader replica, KIP-966). unclean: the election type is UNCLEAN.
     Records of the starting snapshot are state, not elections, and are left out.
     """
     el = states.filter(
@@ -630,13 +642,22 @@ def leader_elections(ev: DataFrame, states: DataFrame, names: DataFrame) -> Data
     has_config = F.exists(evs, lambda e: e["kind"] == "CONFIG")
     create = F.col("kind") == KIND_CREATE
     same_leader = old_leader.isNotNull() & (old_leader == new_leader)
+    in_old_isr = F.array_contains(old_isr, new_leader)
+    preferred = (
+        (old_leader >= 0)
+        & (new_leader >= 0)
+        & in_old_isr
+        & (new_leader == F.try_element_at(F.col("replicas"), F.lit(1)))
+    )
     cause = (
         F.when(create, "CREATE")
         .when(fence_b.isNotNull(), "FENCE")
         .when(shut_b.isNotNull(), "CONTROLLED_SHUTDOWN")
         .when(unfence_b.isNotNull(), "UNFENCE")
         .when(has_config, "ADMIN")
+        .when(F.col("sets_replicas"), "REASSIGNMENT")
         .when(same_leader, "ALTER_PARTITION")
+        .when(F.coalesce(preferred, F.lit(False)), "REBALANCE")
         .otherwise("ADMIN")
     )
     cause_broker = (
@@ -645,9 +666,21 @@ def leader_elections(ev: DataFrame, states: DataFrame, names: DataFrame) -> Data
         .when(shut_b.isNotNull(), shut_b)
         .when(unfence_b.isNotNull(), unfence_b)
         .when(has_config, F.lit(None).cast("int"))
+        .when(F.col("sets_replicas"), F.lit(None).cast("int"))
         .when(same_leader, new_leader)
     )
-    unclean = ~create & (new_leader >= 0) & ~F.array_contains(old_isr, new_leader)
+    election_type = (
+        F.when(new_leader.isNull() | (new_leader < 0), F.lit(None).cast("string"))
+        .when(
+            create
+            | in_old_isr
+            | (F.col("sets_replicas") & F.array_contains(F.col("isr"), new_leader)),
+            "ISR",
+        )
+        .when(F.col("leader_recovery_state") == RECOVERING, "UNCLEAN")
+        .otherwise("ELR")
+    )
+    unclean = F.coalesce(election_type == "UNCLEAN", F.lit(False))
     return el.join(F.broadcast(names), "topic_id", "left").select(
         F.col("seq").alias("offset"),
         F.col("at_offset").alias("applied_offset"),
@@ -657,7 +690,8 @@ def leader_elections(ev: DataFrame, states: DataFrame, names: DataFrame) -> Data
         "partition_id",
         old_leader.alias("old_leader"),
         new_leader.alias("new_leader"),
-        F.coalesce(unclean, F.lit(False)).alias("unclean"),
+        unclean.alias("unclean"),
+        election_type.alias("election_type"),
         cause.alias("cause"),
         cause_broker.cast("int").alias("cause_broker_id"),
         "leader_epoch",

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_replay.history import Tables
@@ -247,6 +247,7 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
         F.countDistinct("topic_id", "partition_id").alias("partitions"),
     ).first()
     ph = tables.partition_history
+    reassignments = _reassignments(ph)
     final = (
         ph.filter(F.col("end_offset").isNull())
         .agg(
@@ -294,6 +295,8 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
             "unclean": e["unclean"] or 0,
             "leader_lost": e["lost"] or 0,
             "by_cause": dict(sorted(causes.items())),
+            # preferred-leader elections (the balancer's, or an admin's preferred)
+            "rebalances": causes.get("REBALANCE", 0),
             "busiest_minute": None
             if busiest is None
             else {"start": _iso(int(busiest["m"]) * 60_000), "elections": busiest["count"]},
@@ -309,8 +312,26 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
             # figures before the stop began.
             "while_running": while_running,
         },
+        "reassignments": reassignments,
         "at_end": _at_end(final, final_brokers, stop),
     }
+
+
+def _reassignments(ph: DataFrame) -> dict[str, int]:
+    """KIP-455 in partition_history: a reassignment starts where a partition's
+    interval first has adding or removing replicas, and ends (completed or
+    cancelled) where they are gone again."""
+    moving = (F.size(F.coalesce(F.col("adding_replicas"), F.array())) > 0) | (
+        F.size(F.coalesce(F.col("removing_replicas"), F.array())) > 0
+    )
+    w = Window.partitionBy("topic_id", "partition_id").orderBy("start_offset")
+    flags = ph.select(moving.alias("m"), F.coalesce(F.lag(moving).over(w), F.lit(False)).alias("p"))
+    r = flags.agg(
+        F.sum(F.when(F.col("m") & ~F.col("p"), 1).otherwise(0)).alias("started"),
+        F.sum(F.when(~F.col("m") & F.col("p"), 1).otherwise(0)).alias("ended"),
+    ).first()
+    started, ended = (r["started"] or 0), (r["ended"] or 0)
+    return {"started": started, "ended": ended, "in_progress_at_end": started - ended}
 
 
 def _at_end(final: Any, brokers: dict[str, int], stop: dict[str, Any] | None) -> dict[str, Any]:
@@ -637,7 +658,16 @@ def key_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("Fences / unfences", f"{b['fences']} / {b['unfences']}"),
         ("Controlled shutdowns", str(b["controlled_shutdowns"])),
         ("Elections clean / unclean", f"{e['clean']} / {e['unclean']}"),
+        ("Preferred-leader rebalances", str(e.get("rebalances", 0))),
     ]
+    ra = summary.get("reassignments")
+    if ra:
+        facts.append(
+            (
+                "Reassignments started / ended",
+                f"{ra['started']} / {ra['ended']} ({ra['in_progress_at_end']} in progress at end)",
+            )
+        )
     if e.get("busiest_minute"):
         bm = e["busiest_minute"]
         facts.append(("Busiest minute", f"{bm['elections']} elections from {bm['start']}"))

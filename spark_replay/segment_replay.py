@@ -314,6 +314,7 @@ class Carried:
     code: np.ndarray
     from_snapshot: np.ndarray
     sets_leader: np.ndarray
+    sets_replicas: np.ndarray  # a change record that sets the replicas (KIP-455)
     leader: np.ndarray  # carried; NULL when none
     lrs: np.ndarray
     leader_epoch: np.ndarray
@@ -418,6 +419,7 @@ def carry(events: pa.Table, start: dict[Key, Delta]) -> Carried:
     leader_epoch = np.where(le_base == NULL, NULL, le_base + leader_changes)
     partition_epoch = np.where(pe_base == NULL, NULL, pe_base + changes)
     list_source, list_index = {}, {}
+    sets_replicas = np.zeros(g + n, bool)
     for name in LIST_FIELDS:
         both = pa.concat_arrays(
             [sc[name], parts.column(name).combine_chunks().cast(pa.list_(pa.int32()))]
@@ -425,6 +427,8 @@ def carry(events: pa.Table, start: dict[Key, Delta]) -> Carried:
         valid = np.concatenate([np.ones(g, bool), _valid(both)[g:]])[order]
         list_source[name] = both
         list_index[name] = order[ffill(valid)]
+        if name == "replicas":
+            sets_replicas = is_pcr & valid
     before = np.maximum(pos - 1, 0)
     old_leader = np.where(is_start, NULL, leader[before])
     old_isr_index = list_index["isr"][before]
@@ -443,6 +447,7 @@ def carry(events: pa.Table, start: dict[Key, Delta]) -> Carried:
             np.zeros(g, bool), parts.column("from_snapshot").to_numpy(zero_copy_only=False)
         ),
         sets_leader=sets_leader,
+        sets_replicas=sets_replicas,
         leader=leader,
         lrs=lrs,
         leader_epoch=leader_epoch,
@@ -588,7 +593,10 @@ _TYPES: dict[str, pa.DataType] = {
     "cause_broker_id": pa.int32(),
     **dict.fromkeys(("offset", "applied_offset", "append_time_ms", "broker_epoch"), pa.int64()),
     **dict.fromkeys(("start_offset", "end_offset", "start_time_ms", "end_time_ms"), pa.int64()),
-    **dict.fromkeys(("topic", "topic_id", "state", "incarnation_id", "rack", "cause"), pa.string()),
+    **dict.fromkeys(
+        ("topic", "topic_id", "state", "incarnation_id", "rack", "cause", "election_type"),
+        pa.string(),
+    ),
     **dict.fromkeys(("fenced", "in_controlled_shutdown", "unclean"), pa.bool_()),
     **dict.fromkeys(LIST_FIELDS, _LIST),
 }
@@ -605,8 +613,23 @@ def _int_col(v: np.ndarray, name: str) -> pa.Array:
     ).cast(_TYPES[name])
 
 
-CAUSES = pa.array(["CREATE", "FENCE", "CONTROLLED_SHUTDOWN", "UNFENCE", "ADMIN", "ALTER_PARTITION"])
-_CREATE, _FENCE, _SHUTDOWN, _UNFENCE, _ADMIN, _ALTER = range(6)
+CAUSES = pa.array(
+    [
+        "CREATE",
+        "FENCE",
+        "CONTROLLED_SHUTDOWN",
+        "UNFENCE",
+        "ADMIN",
+        "ALTER_PARTITION",
+        "REASSIGNMENT",
+        "REBALANCE",
+    ]
+)
+_CREATE, _FENCE, _SHUTDOWN, _UNFENCE, _ADMIN, _ALTER, _REASSIGN, _REBALANCE = range(8)
+# history.leader_elections' election_type: ISR, ELR, UNCLEAN (null: nobody elected)
+ELECTION_TYPES = pa.array(["ISR", "ELR", "UNCLEAN", None], pa.string())
+_ISR, _ELR, _UNCLEAN, _NOBODY = range(4)
+RECOVERING = 1
 _KIND_NONE = -1
 
 
@@ -661,6 +684,8 @@ def election_causes(
     old_isr: pa.Array,
     isr: pa.Array,
     events: tuple[np.ndarray, np.ndarray, np.ndarray],
+    sets_replicas: np.ndarray,
+    preferred: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(cause index into CAUSES, cause_broker_id or NULL) per election, by
     history.leader_elections' rule, over (election, event of its unit) pairs."""
@@ -698,9 +723,12 @@ def election_causes(
     config[rep[k == _ADMIN]] = True
     open_ = cause == -1
     cause[open_ & config] = _ADMIN
-    same = open_ & ~config & (old_leader != NULL) & (old_leader == new_leader)
+    cause[open_ & ~config & sets_replicas] = _REASSIGN
+    open_ = cause == -1
+    same = open_ & (old_leader != NULL) & (old_leader == new_leader)
     cause[same] = _ALTER
     broker[same] = new_leader[same]
+    cause[open_ & ~same & preferred] = _REBALANCE
     cause[cause == -1] = _ADMIN
     return cause, broker
 
@@ -757,11 +785,36 @@ def replay_file(
     create = is_pr[e]
     new_leader = c.leader[e]
     old_leader = c.old_leader[e]
-    cause, cause_broker = election_causes(
-        c.unit[e], create, old_leader, new_leader, old_isr, isr, unit_kinds(events)
-    )
     new_in_old = _members(np.arange(len(e)), new_leader, old_isr)
-    unclean = ~create & (new_leader != NULL) & (new_leader >= 0) & ~new_in_old
+    replicas = c.lists("replicas", e)
+    has_first = pc.fill_null(pc.list_value_length(replicas), 0).to_numpy(zero_copy_only=False) > 0
+    first = np.full(len(e), NULL, np.int64)
+    if has_first.any():
+        heads = pc.list_element(replicas.filter(pa.array(has_first)), 0)
+        first[has_first] = heads.to_numpy(zero_copy_only=False)
+    elected = (new_leader != NULL) & (new_leader >= 0)
+    preferred = (
+        (old_leader != NULL) & (old_leader >= 0) & elected & new_in_old & (new_leader == first)
+    )
+    cause, cause_broker = election_causes(
+        c.unit[e],
+        create,
+        old_leader,
+        new_leader,
+        old_isr,
+        isr,
+        unit_kinds(events),
+        c.sets_replicas[e],
+        preferred,
+    )
+    new_in_new = _members(np.arange(len(e)), new_leader, isr)
+    joined = c.sets_replicas[e] & new_in_new  # a reassignment step's ISR (history.py)
+    etype = np.select(
+        [~elected, create | new_in_old | joined, c.lrs[e] == RECOVERING],
+        [_NOBODY, _ISR, _UNCLEAN],
+        _ELR,
+    )
+    unclean = etype == _UNCLEAN
     cols = {
         "offset": _int_col(c.seq[e], "offset"),
         "applied_offset": _int_col(c.at[e], "applied_offset"),
@@ -770,6 +823,7 @@ def replay_file(
         "old_leader": _int_col(old_leader, "old_leader"),
         "new_leader": _int_col(new_leader, "new_leader"),
         "unclean": pa.array(unclean),
+        "election_type": ELECTION_TYPES.take(pa.array(etype)),
         "cause": CAUSES.take(pa.array(cause)),
         "cause_broker_id": _int_col(cause_broker, "cause_broker_id"),
         "leader_epoch": _int_col(c.leader_epoch[e], "leader_epoch"),

@@ -69,6 +69,7 @@ LEADER_ELECTIONS_COLUMNS = (
     "old_leader",
     "new_leader",
     "unclean",
+    "election_type",
     "cause",
     "cause_broker_id",
     "leader_epoch",

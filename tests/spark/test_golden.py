@@ -194,7 +194,8 @@ ELECTIONS = [
     (9, 9, 4000, "orders", T1, 0, N, 1, False, "CREATE", N, 0),
     (10, 10, 4000, "orders", T1, 1, N, 2, False, "CREATE", N, 0),
     (12, 12, 20000, "orders", T1, 0, 1, 2, False, "FENCE", 1, 1),
-    (18, 18, 40000, "orders", T1, 0, 2, 1, False, "ADMIN", N, 2),
+    # a preferred election (an admin's here): the same record as the balancer's
+    (18, 18, 40000, "orders", T1, 0, 2, 1, False, "REBALANCE", N, 2),
     (21, 21, 50000, "orders", T1, 1, 2, 3, False, "CONTROLLED_SHUTDOWN", 2, 1),
     (25, 27, 60001, "orders", T1, 1, 3, 1, False, "FENCE", 3, 2),
     (32, 32, 80000, "orders", T1, 0, 1, -1, False, "FENCE", 1, 3),
@@ -202,7 +203,8 @@ ELECTIONS = [
     (38, 38, 95000, "orders", T1, 0, -1, 3, True, "ADMIN", N, 4),
     (39, 39, 95000, "orders", T1, 1, -1, 3, True, "ADMIN", N, 4),
     (41, 41, 100000, "audit", T2, 0, N, 3, False, "CREATE", N, 0),
-    (45, 45, 122000, "audit", T2, 0, 3, 3, False, "ALTER_PARTITION", 3, 1),
+    # the replica set changes (KIP-455: only a reassignment changes it)
+    (45, 45, 122000, "audit", T2, 0, 3, 3, False, "REASSIGNMENT", N, 1),
     (46, 46, 125000, "audit", T2, 0, 3, -1, False, "FENCE", 3, 2),
     (49, 49, 127000, "audit", T2, 0, -1, 3, False, "UNFENCE", 3, 3),
 ]
@@ -446,13 +448,15 @@ def test_cli_summary(golden: dict[str, Any]) -> None:
         "unclean": 2,
         "leader_lost": 3,
         "by_cause": {
-            "ADMIN": 3,
-            "ALTER_PARTITION": 1,
+            "ADMIN": 2,
             "CONTROLLED_SHUTDOWN": 1,
             "CREATE": 3,
             "FENCE": 5,
+            "REASSIGNMENT": 1,
+            "REBALANCE": 1,
             "UNFENCE": 1,
         },
+        "rebalances": 1,  # offset 18
         # minute 1 (60 s to 120 s): offsets 25, 32, 33, 38, 39
         "busiest_minute": {"start": "1970-01-01T00:01:00.000+00:00", "elections": 5},
     }
@@ -475,6 +479,8 @@ def test_cli_summary(golden: dict[str, Any]) -> None:
         },
         "while_running": None,
     }
+    # offset 45 changes the replicas without adding or removing ones
+    assert s["reassignments"] == {"started": 0, "ended": 0, "in_progress_at_end": 0}
     assert s["at_end"] == {
         "topics": 1,
         "partitions": 1,

@@ -291,7 +291,10 @@ def test_election_causes_follow_the_rule_order_of_history_leader_elections() -> 
     new_leader = np.array([2, 2, 3, 1, 3, 2, 3])
     old_isr = pa.array([[1, 2], [2, 1], [], None, [2, 3], [2], [2, 3]], lst)
     isr = pa.array([[2], [2], [3], [1], [2, 3], [2], [3]], lst)
-    cause, broker = election_causes(unit, create, old_leader, new_leader, old_isr, isr, events)
+    none = np.zeros(len(unit), bool)
+    cause, broker = election_causes(
+        unit, create, old_leader, new_leader, old_isr, isr, events, none, none
+    )
     assert CAUSES.take(pa.array(cause)).to_pylist() == [
         "FENCE",  # the old leader was fenced
         "FENCE",  # a fenced broker left the ISR
@@ -302,3 +305,21 @@ def test_election_causes_follow_the_rule_order_of_history_leader_elections() -> 
         "ADMIN",  # anything else
     ]
     assert [None if b == NULL else int(b) for b in broker] == [1, 1, 3, None, None, 2, None]
+    # issue 19: a record that also sets the replicas is a reassignment's step, after
+    # the broker and config rules; a live leader handing over to the preferred
+    # replica (in the ISR) is a rebalance, after ALTER_PARTITION
+    sets_replicas = np.array([True, False, False, False, True, True, False])
+    preferred = np.array([False, False, False, False, False, True, True])
+    cause, broker = election_causes(
+        unit, create, old_leader, new_leader, old_isr, isr, events, sets_replicas, preferred
+    )
+    assert CAUSES.take(pa.array(cause)).to_pylist() == [
+        "FENCE",
+        "FENCE",
+        "UNFENCE",
+        "CREATE",
+        "ADMIN",
+        "REASSIGNMENT",
+        "REBALANCE",
+    ]
+    assert [None if b == NULL else int(b) for b in broker] == [1, 1, 3, None, None, None, None]
