@@ -1046,6 +1046,213 @@ async def isr_fence_phase(
         cluster.stop()
 
 
+# ============================================ preferred leaders and reassignment (issue 19)
+
+BALANCE = "kafka_controller_kafkacontroller_preferredreplicaimbalancecount"
+PLAN_CHUNK = 5000  # partitions per POST /v1/partitions/reassignments
+
+
+async def post_plan(control: Any, url: str, partitions: list[dict[str, Any]]) -> float:
+    """POST a reassignment plan in chunks (each committed before the next); seconds."""
+    t = time.perf_counter()
+    for k in range(0, len(partitions), PLAN_CHUNK):
+        body = {"version": 1, "partitions": partitions[k : k + PLAN_CHUNK]}
+        async with control.post(url + "/v1/partitions/reassignments", json=body) as r:
+            st, out = r.status, await r.json(content_type=None)
+        if st != 200:
+            raise RuntimeError(f"reassignment plan refused: {st} {out}")
+    return time.perf_counter() - t
+
+
+async def topic_partitions(control: Any, url: str, count: int) -> list[dict[str, Any]]:
+    """Every partition of the isr-N topics create_partitions made, with its topic."""
+    out: list[dict[str, Any]] = []
+    for n in range(-(-count // PER_TOPIC)):
+        _, t = await get_json(control, f"{url}/v1/topics/isr-{n}")
+        for p in t["partitions"]:
+            out.append({"topic": t["name"], "topic_id": t["topic_id"], **p})
+    return out
+
+
+def balance_lines(path: Path, since_line: int) -> list[dict[str, Any]]:
+    """The active controller's `leader_balance` log lines after line `since_line`."""
+    out = []
+    with contextlib.suppress(OSError):
+        for line in path.read_text(errors="replace").splitlines()[since_line:]:
+            if '"leader_balance"' in line:
+                with contextlib.suppress(ValueError):
+                    out.append(json.loads(line))
+    return out
+
+
+def log_lines(path: Path) -> int:
+    with contextlib.suppress(OSError):
+        return len(path.read_text(errors="replace").splitlines())
+    return 0
+
+
+async def leader_balance_phase(opts: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Preferred-leader balancing of `--rebalance` imbalanced partitions, timed from
+    the balancer's decision to its last batch's commit (the controller's
+    leader_balance line), with the other brokers' heartbeat latency meanwhile; then a
+    reassignment of `--reassign` partitions onto a new broker, completed by the
+    leaders' AlterPartitions (sent by this load, as the partition leaders would).
+
+    The imbalance comes from a reassignment that only reorders each partition's
+    replicas (KIP-455 completes it at once and moves no leader): the old leader stays,
+    the new first replica is preferred, in the ISR and unfenced. The balancer runs
+    every `--balance-interval` seconds from each controller's start; the reorder is
+    posted just after one check so that the next one finds every partition at once."""
+    import aiohttp
+
+    interval_s = opts.balance_interval
+    tmp.mkdir(parents=True)
+    cluster = Cluster(
+        tmp,
+        {
+            **TIMEOUTS["kafka"],
+            "controller.event.queue.size": "100000",
+            "max.connections": "1000",
+            "max.request.bytes": str(16 << 20),
+            "leader.imbalance.check.interval.seconds": str(interval_s),
+        },
+        log_level="INFO",
+    )
+    started = time.perf_counter()
+    cluster.start()
+    out: dict[str, Any] = {"partitions": opts.rebalance, "check_interval_s": interval_s}
+    tasks: list[asyncio.Task[None]] = []
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=200), timeout=aiohttp.ClientTimeout(total=60)
+    )
+    control = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=64), timeout=aiohttp.ClientTimeout(total=300)
+    )
+    try:
+        active = await wait_active(control, cluster)
+        url = cluster.urls[active]
+        _, q = await get_json(control, url + "/v1/quorum")
+        brokers = Brokers(session, url, q["cluster_id"], 2.0)
+        isr, spare = [1000, 1001, 1002], 1003
+        ids = [*isr, spare, *range(2000, 2000 + opts.isr_other_brokers)]
+        await brokers.register_all(ids)
+        n_conn = min(len(ids), 50)
+        tasks = [
+            asyncio.create_task(brokers.connection_loop(k, ids, n_conn)) for k in range(n_conn)
+        ]
+        deadline = time.monotonic() + 60
+        while await metric(control, url, FENCED_COUNT) != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the brokers were not all unfenced in 60 s")
+            await asyncio.sleep(0.5)
+        out["topic_create_s"] = round(await create_partitions(control, url, isr, opts.rebalance), 1)
+        await caught_up(control, cluster, url, 600)
+        parts = await topic_partitions(control, url, opts.rebalance)
+        reorder = [
+            {"topic": p["topic"], "partition": p["partition_id"],
+             "replicas": [p["replicas"][1], p["replicas"][0], *p["replicas"][2:]]}
+            for p in parts
+        ]  # fmt: skip
+        # just after a check (the balancer's first is one interval after start-up)
+        since = time.perf_counter() - started
+        await asyncio.sleep((interval_s - since % interval_s) + 3)
+        log_path = tmp / f"c{active}.log"
+        mark = log_lines(log_path)
+        out["reorder_post_s"] = round(await post_plan(control, url, reorder), 2)
+        out["imbalanced_before"] = int(await metric(control, url, BALANCE))
+        give_up = time.perf_counter() + 2 * interval_s + 600
+        while await metric(control, url, BALANCE) > 0 and time.perf_counter() < give_up:
+            await asyncio.sleep(0.02)
+        done_at = time.perf_counter()
+        await asyncio.sleep(0.5)
+        lines = balance_lines(log_path, mark)
+        out["imbalanced_after"] = int(await metric(control, url, BALANCE))
+        big = max(lines, key=lambda r: r.get("elections", 0), default={})
+        took_ms = big.get("decision_to_commit_ms")
+        out["checks"] = [
+            {k: r.get(k) for k in ("batches", "elections", "decision_to_commit_ms")} for r in lines
+        ]
+        out["decision_to_commit_ms"] = took_ms
+        out["elections_in_one_check"] = big.get("elections")
+        window = (done_at - (took_ms or 0) / 1000 - 0.5, done_at + 0.5)
+        out["other_heartbeats_during"] = lat_stats(
+            [lat for t0, lat in brokers.lat if window[0] <= t0 <= window[1]]
+        )
+        out["goal"] = "decision -> commit <= 2000 ms, other heartbeats p99 <= 100 ms"
+        if opts.reassign:
+            out["reassign"] = await reassign_onto(control, brokers, url, opts.reassign, spare)
+        out["peak_rss_mib"] = {i: peak_rss_mib(p.pid) for i, p in cluster.procs.items()}
+        return out
+    finally:
+        await stop_tasks(tasks)
+        await session.close()
+        await control.close()
+        cluster.stop()
+
+
+async def reassign_onto(
+    control: Any, brokers: Brokers, url: str, count: int, spare: int
+) -> dict[str, Any]:
+    """Move the last replica of `count` partitions to broker `spare` (KIP-455): the
+    plan's commit, then the leaders' AlterPartitions adding `spare` to the ISRs (this
+    load plays the leaders, 64 at a time), until the controller lists none ongoing."""
+    parts = (await topic_partitions(control, url, count))[:count]
+    plan = [
+        {"topic": p["topic"], "partition": p["partition_id"], "replicas": [*p["replicas"][:-1], spare]}
+        for p in parts
+    ]  # fmt: skip
+    t0 = time.perf_counter()
+    lat_from = len(brokers.lat)
+    post_s = await post_plan(control, url, plan)
+    moving = await topic_partitions(control, url, count)
+    sem = asyncio.Semaphore(64)
+    errors: dict[str, int] = {}
+
+    async def alter(p: dict[str, Any]) -> None:
+        leader = p["leader"]
+        isr = [*p["isr"], spare]
+        body = {
+            "broker_id": leader,
+            "broker_epoch": brokers.epochs[leader],
+            "topic_id": p["topic_id"],
+            "partition_id": p["partition_id"],
+            "leader_epoch": p["leader_epoch"],
+            "partition_epoch": p["partition_epoch"],
+            "new_isr_with_epochs": [
+                {"broker_id": b, "broker_epoch": brokers.epochs[b]} for b in isr
+            ],
+            "leader_recovery_state": 0,
+        }
+        async with sem:
+            st, reply = await brokers.post("/v1/partitions/alter", body)
+        if st != 200:
+            code = str(reply.get("error_code", st)) if isinstance(reply, dict) else str(st)
+            errors[code] = errors.get(code, 0) + 1
+
+    t1 = time.perf_counter()
+    await asyncio.gather(*(alter(p) for p in moving[:count] if spare in p["adding_replicas"]))
+    alter_s = time.perf_counter() - t1
+    give_up = time.perf_counter() + 300
+    while time.perf_counter() < give_up:
+        _, ongoing = await get_json(control, url + "/v1/partitions/reassignments")
+        if not ongoing["partitions"]:
+            break
+        await asyncio.sleep(0.1)
+    complete_s = time.perf_counter() - t0
+    done = await topic_partitions(control, url, count)
+    return {
+        "partitions": count,
+        "plan_commit_s": round(post_s, 2),
+        "alter_partitions_s": round(alter_s, 2),
+        "post_to_complete_s": round(complete_s, 2),
+        "completed": sum(
+            1 for p in done[:count] if spare in p["replicas"] and not p["adding_replicas"]
+        ),
+        "alter_errors": errors,
+        "other_heartbeats_during": lat_stats([lat for _, lat in brokers.lat[lat_from:]]),
+    }
+
+
 # =============================================================== 2M partitions
 
 
@@ -1455,6 +1662,15 @@ def main() -> int:
     )  # fmt: skip
     ap.add_argument("--balance-interval", type=int, default=30, help="seconds (--rebalance)")
     ap.add_argument(
+        "--rebalance", type=int, default=0, metavar="N",
+        help="preferred-leader balancing of N imbalanced partitions (issue 19; 0: off)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--reassign", type=int, default=0, metavar="N",
+        help="with --rebalance: then a reassignment of N partitions onto a new broker",
+    )  # fmt: skip
+    ap.add_argument("--balance-interval", type=int, default=30, help="seconds (--rebalance)")
+    ap.add_argument(
         "--console-tabs", type=int, default=0, help="web console tabs polling (issue 21; 0: off)"
     )
     ap.add_argument("--console-only", action="store_true", help="only the console-tabs phase")
@@ -1498,6 +1714,9 @@ def main() -> int:
                 restart = opts.full_restart and k == 0
                 res = asyncio.run(isr_fence_phase(opts, tmp / f"isr-{mode}-{n}", n, mode, restart))
                 out.setdefault("isr_fence", []).append(res)
+        if opts.rebalance:
+            out["leader_balance"] = asyncio.run(leader_balance_phase(opts, tmp / "balance"))
+            opts.skip_cluster = opts.skip_snapshot = True  # a phase of its own
         if opts.console_tabs:
             res = asyncio.run(console_tabs_phase(opts, tmp / "console", opts.console_tabs))
             out["console_tabs"] = res
