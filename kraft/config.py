@@ -285,6 +285,15 @@ KEYS: dict[str, ConfigKey] = {
             "this process's own token (one line principal:secret) sent to controllers",
         ),
         ConfigKey(
+            "authentication.max.verification.rate",
+            "int",
+            500,
+            "tokens not seen before that a controller checks per second (each costs a "
+            "PBKDF2); beyond it a new token is refused (401, retry later) without hashing, "
+            "so forged tokens cannot take the event loop; known tokens are never held up",
+            at_least(1),
+        ),
+        ConfigKey(
             "security.reload.interval.ms",
             "int",
             10_000,
@@ -545,6 +554,7 @@ CONTROLLER_KEYS = (
     "authentication.credentials.file",
     "ssl.client.auth",
     "security.reload.interval.ms",
+    "authentication.max.verification.rate",
     "max.connections",
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",

@@ -35,6 +35,8 @@ HTTP_STATUS: dict[str, int] = {
     "CONCURRENT_VOTER_CHANGE": 409,
     "VOTER_NOT_FOUND": 404,
     "REQUEST_TOO_LARGE": 413,
+    # more new tokens to verify than authentication.max.verification.rate (retriable)
+    "THROTTLING_QUOTA_EXCEEDED": 429,
     # a bug: an unexpected exception in a command (logged with its traceback)
     "UNKNOWN_SERVER_ERROR": 500,
     "NOT_CONTROLLER": 503,

@@ -121,13 +121,31 @@ def split_authorization(header: str) -> tuple[str, str] | None:
     return principal, secret
 
 
+class VerificationThrottled(Exception):
+    """More unverified tokens than `authentication.max.verification.rate` allows."""
+
+
 class TokenVerifier:
-    """Header value -> principal, remembering verified tokens (bounded LRU)."""
+    """Header value -> principal, remembering verified tokens (bounded LRU).
+
+    A token not seen before costs one PBKDF2 (~1.5 ms of the event loop). Forged
+    tokens for a known principal would make every attempt cost that (issue 25, hostile
+    clients): given `now_s`, at most `max_rate` such checks a second are made (a token
+    bucket of one second's worth); beyond it `verify` raises VerificationThrottled
+    without hashing. Cached tokens (every running broker's) never wait for the budget.
+    """
 
     def __init__(
-        self, credentials: dict[str, tuple[StoredCredential, ...]], cache_size: int | None = None
+        self,
+        credentials: dict[str, tuple[StoredCredential, ...]],
+        cache_size: int | None = None,
+        max_rate: float | None = None,
     ) -> None:
         self.credentials = credentials
+        self.max_rate = max_rate
+        self._tokens = max_rate or 0.0
+        self._refilled_s: float | None = None
+        self.throttled = 0
         # Room for every principal's token in both header forms (Bearer, Basic) with
         # room to spare: a cache smaller than the fleet (10,000 brokers, issue 25) is
         # cycled through by the heartbeats and every heartbeat pays a PBKDF2. Only
@@ -136,7 +154,24 @@ class TokenVerifier:
         self.cache_size = cache_size if cache_size is not None else max(4096, 4 * stored)
         self._verified: OrderedDict[str, str] = OrderedDict()
 
-    def verify(self, header: str) -> str | None:
+    def _spend(self, now_s: float | None) -> None:
+        rate = self.max_rate
+        if rate is None or now_s is None:
+            return
+        if self._refilled_s is not None:
+            self._tokens = min(rate, self._tokens + (now_s - self._refilled_s) * rate)
+        self._refilled_s = now_s
+        if self._tokens < 1.0:
+            self.throttled += 1
+            raise VerificationThrottled(
+                f"more than {rate:g} new tokens a second to verify "
+                "(authentication.max.verification.rate): retry later"
+            )
+        self._tokens -= 1.0
+
+    def verify(self, header: str, now_s: float | None = None) -> str | None:
+        """The principal, or None for an invalid credential; `now_s` (monotonic
+        seconds) turns the verification budget on."""
         hit = self._verified.get(header)
         if hit is not None:
             return hit
@@ -145,6 +180,9 @@ class TokenVerifier:
             return None
         principal, secret = pair
         stored = self.credentials.get(principal, ())
+        if not stored:
+            return None  # no hash to compute: nothing to budget
+        self._spend(now_s)
         if not any(c.matches(secret) for c in stored):
             return None
         self._verified[header] = principal

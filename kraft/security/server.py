@@ -30,7 +30,12 @@ from kraft.config import Config, ConfigError
 from kraft.controller.errors import ApiError
 from kraft.security.authz import Authorizer, parse_super_users
 from kraft.security.client import NONE, ClientSecurity, from_config
-from kraft.security.credentials import CredentialsError, TokenVerifier, load_credentials
+from kraft.security.credentials import (
+    CredentialsError,
+    TokenVerifier,
+    VerificationThrottled,
+    load_credentials,
+)
 from kraft.security.reload import ReloadableContext
 from kraft.security.tls import TlsConfigError, principal_from_peercert, server_context
 
@@ -75,7 +80,10 @@ class ServerSecurity:
             creds_file = config.get("authentication.credentials.file")
             if creds_file:
                 try:
-                    verifier = TokenVerifier(load_credentials(creds_file))
+                    verifier = TokenVerifier(
+                        load_credentials(creds_file),
+                        max_rate=config.get("authentication.max.verification.rate"),
+                    )
                 except CredentialsError as e:
                     raise ConfigError(str(e)) from None
             if verifier is None and (ctx is None or client_auth == "none"):
@@ -156,7 +164,14 @@ class Authenticator:
     def principal(self, authorization: str | None, transport: Any) -> str:
         verifier = self._sec.verifier  # read each time: a reload replaces it
         if authorization is not None:
-            principal = verifier.verify(authorization) if verifier is not None else None
+            try:
+                principal = (
+                    verifier.verify(authorization, time.monotonic())
+                    if verifier is not None
+                    else None
+                )
+            except VerificationThrottled as e:  # retriable: not the client's fault
+                raise ApiError("THROTTLING_QUOTA_EXCEEDED", str(e), http_status=429) from None
             if principal is None:
                 raise unauthenticated(
                     "invalid credential in the Authorization header"

@@ -105,3 +105,23 @@ def test_the_verified_token_cache_holds_every_principal_of_a_large_fleet() -> No
     assert TokenVerifier(creds).cache_size >= 2 * len(creds)
     assert TokenVerifier({"a": (one,)}).cache_size == 4096
     assert TokenVerifier(creds, cache_size=2).cache_size == 2
+
+
+def test_new_tokens_are_verified_within_a_budget_and_known_ones_never_wait() -> None:
+    """Forged tokens for a known principal each cost a PBKDF2: at most max_rate a
+    second are checked, the rest are throttled without hashing (issue 25)."""
+    from kraft.security.credentials import VerificationThrottled
+
+    creds = {"broker-4": (StoredCredential.parse(hash_secret("good", iterations=1000), "x"),)}
+    v = TokenVerifier(creds, max_rate=2)
+    assert v.verify("Bearer broker-4:good", now_s=100.0) == "broker-4"  # spends 1, cached
+    assert v.verify("Bearer broker-4:forged-1", now_s=100.0) is None  # spends the 2nd
+    with pytest.raises(VerificationThrottled, match="authentication.max.verification.rate"):
+        v.verify("Bearer broker-4:forged-2", now_s=100.1)
+    assert v.throttled == 1
+    assert v.verify("Bearer broker-4:good", now_s=100.1) == "broker-4"  # cached: no budget
+    assert v.verify("Bearer nobody:x", now_s=100.1) is None  # no hash to compute: no budget
+    assert v.verify("Bearer broker-4:forged-3", now_s=100.7) is None  # refilled 1.2 tokens
+    with pytest.raises(VerificationThrottled):
+        v.verify("Bearer broker-4:forged-4", now_s=100.7)
+    assert TokenVerifier(creds).verify("Bearer broker-4:forged", now_s=1.0) is None  # no budget
