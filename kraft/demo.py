@@ -8,9 +8,13 @@
 4. the active controller is killed: the quorum elects another one, nothing is
    fenced, and the killed controller rejoins as a follower;
 5. the broker is restarted: a new incarnation and broker epoch, unfenced once
-   caught up;
-6. another broker does a controlled shutdown (SIGTERM) and exits 0;
-7. the cluster stops; `spark-replay` rebuilds the history from a controller's log
+   caught up, back in the ISRs (AlterPartition), and within one
+   `leader.imbalance.check.interval.seconds` (5 s here) the active controller
+   gives it back the partitions it prefers to lead (automatic balancing);
+6. `kraft reassign-partitions` moves the payments topic off one broker (KIP-455):
+   the new replicas catch up, join the ISRs, and the old ones are dropped;
+7. another broker does a controlled shutdown (SIGTERM) and exits 0;
+8. the cluster stops; `spark-replay` rebuilds the history from a controller's log
    and the summary is printed with where report.html is.
 
 With `--secure` (`make demo SECURE=1`) the same story runs with TLS and
@@ -40,6 +44,7 @@ from kraft.security.client import client_security
 
 SESSION_MS = 6000
 HEARTBEAT_MS = 1000
+BALANCE_INTERVAL_S = 5  # leader.imbalance.check.interval.seconds (Kafka: 300)
 
 
 def say(text: str = "") -> None:
@@ -112,7 +117,10 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
             "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
             "broker.session.timeout.ms": str(SESSION_MS),
         },
-        controller_overrides={"broker.session.timeout.ms": str(SESSION_MS)},
+        controller_overrides={
+            "broker.session.timeout.ms": str(SESSION_MS),
+            "leader.imbalance.check.interval.seconds": str(BALANCE_INTERVAL_S),
+        },
         broker_args=["--simulate-lag"],
         certs_dir=(data_dir / "certs").resolve() if secure else None,
     )
@@ -212,13 +220,15 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
             f"   broker {victim} unfenced ({took(t0)}): epoch {before.get('broker_epoch')} -> "
             f"{after.get('broker_epoch')}, incarnation {after.get('incarnation_id')}"
         )
+        preferred_leaders_return(cluster, topics, victim)
+        reassign_payments(cluster, broker_ids, spec.certs_dir)
 
         leavers = [b for b in broker_ids if b != victim]
         leaver = max(
             leavers,
             key=lambda b: sum(p["leader"] == b for t in topics for p in leaders_of(cluster, t)),
         )
-        t0 = step(6, f"controlled shutdown of broker {leaver} (SIGTERM)")
+        t0 = step(7, f"controlled shutdown of broker {leaver} (SIGTERM)")
         code = cluster.terminate(leaver, timeout=40)
         claim(code == 0, f"broker {leaver} exited with code {code} after its controlled shutdown")
         still = [p for t in topics for p in leaders_of(cluster, t) if p["leader"] == leaver]
@@ -255,11 +265,11 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
         subprocess.run(describe, check=False, timeout=30)
         say(f"\n   web console (live, while the cluster runs): {url}/ui")
     finally:
-        t0 = step(7, "stop the cluster")
+        t0 = step(8, "stop the cluster")
         codes = cluster.stop_all()
         say("   " + ", ".join(f"{k}={v}" for k, v in sorted(codes.items())) + f" ({took(t0)})")
 
-    t0 = step(8, "spark-replay rebuilds the history from controller 1's log")
+    t0 = step(9, "spark-replay rebuilds the history from controller 1's log")
     out = data_dir / "replay"
     cmd = [
         sys.executable, "-m", "spark_replay.cli",
@@ -283,6 +293,78 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
 
     say("   " + what_if_line(data_dir / "controller-1", out, SESSION_MS))
     return 0
+
+
+def preferred_leaders_return(cluster: LocalCluster, topics: list[str], broker: int) -> None:
+    """Step 5's end: `broker` back in the ISRs, then the active controller's balancer
+    makes it the leader of every partition it is the preferred (first) replica of."""
+    preferred = [
+        (t, p["partition_id"]) for t in topics for p in leaders_of(cluster, t)
+        if p["replicas"][0] == broker
+    ]  # fmt: skip
+    led = {(t, p["partition_id"]) for t in topics for p in leaders_of(cluster, t)
+           if p["leader"] == broker}  # fmt: skip
+    say(f"   broker {broker} is the preferred leader of {len(preferred)} partitions; "
+        f"it leads {len(led)} of them now")  # fmt: skip
+    t0 = time.monotonic()
+
+    def back() -> bool:
+        now = {(t, p["partition_id"]): p for t in topics for p in leaders_of(cluster, t)}
+        return all(now[k]["leader"] == broker for k in preferred)
+
+    # the lag model may hold it out of an ISR for a while: bounded by its longest window
+    wait_for(back, 3 * BALANCE_INTERVAL_S + 30, f"broker {broker} leading its preferred partitions")
+    now = {(t, p["partition_id"]): p for t in topics for p in leaders_of(cluster, t)}
+    back_now = [k for k in preferred if now[k]["leader"] == broker]
+    claim(len(back_now) == len(preferred), f"preferred leaderships of {broker} not back")
+    say(f"   it leads all {len(back_now)} again after {took(t0)}, with no admin election "
+        f"(auto.leader.rebalance.enable, checked every {BALANCE_INTERVAL_S} s)")  # fmt: skip
+    print_partitions(cluster, topics)
+
+
+def reassign_payments(cluster: LocalCluster, broker_ids: list[int], certs: Path | None) -> None:
+    """Step 6: `kraft reassign-partitions --execute`, then `--verify` until done."""
+    parts = leaders_of(cluster, "payments")
+    moving = max(broker_ids, key=lambda b: sum(b in p["replicas"] for p in parts))
+    t0 = step(6, f"move topic payments off broker {moving} (kraft reassign-partitions)")
+    plan = {"version": 1, "partitions": []}
+    for p in parts:
+        spare = next(b for b in broker_ids if b not in p["replicas"])
+        target = [spare if r == moving else r for r in p["replicas"]]
+        plan["partitions"].append(
+            {"topic": "payments", "partition": p["partition_id"], "replicas": target}
+        )
+    path = cluster.spec.data_dir / "payments-plan.json"
+    path.write_text(json.dumps(plan))
+    url = cluster.nodes[cluster.wait_leader()["node_id"]].url
+    base = [sys.executable, "-m", "kraft.cli", "reassign-partitions", "--bootstrap", url,
+            "--reassignment-json-file", str(path)]  # fmt: skip
+    if certs is not None:
+        base += ["--command-config", str(certs / "admin.properties")]
+    say(f"   $ kraft reassign-partitions --execute --reassignment-json-file {path.name}")
+    res = subprocess.run([*base, "--execute"], capture_output=True, text=True, timeout=60)
+    claim(res.returncode == 0, f"--execute failed: {res.stdout}{res.stderr}")
+    say("     " + res.stdout.strip().splitlines()[-1])
+    for p in leaders_of(cluster, "payments"):
+        if p["adding_replicas"]:
+            say(f"   payments-{p['partition_id']}: replicas {p['replicas']} adding "
+                f"{p['adding_replicas']} removing {p['removing_replicas']}")  # fmt: skip
+
+    def verified() -> str | None:
+        r = subprocess.run([*base, "--verify"], capture_output=True, text=True, timeout=60)
+        return r.stdout if r.returncode == 0 else None
+
+    out = wait_for(verified, 60, "every payments reassignment complete")
+    say("   $ kraft reassign-partitions --verify ...")
+    for line in out.strip().splitlines():
+        say(f"     {line}")
+    after = leaders_of(cluster, "payments")
+    claim(
+        all(moving not in p["replicas"] and p["leader"] != moving for p in after),
+        f"broker {moving} still holds payments replicas: {after}",
+    )
+    say(f"   no payments replica on broker {moving} any more ({took(t0)})")
+    print_partitions(cluster, ["payments"])
 
 
 def _shown_metric(line: str) -> bool:
