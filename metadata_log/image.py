@@ -340,12 +340,19 @@ class MetadataImage:
     def disable_journal(self) -> None:
         self._journal = None
 
-    def commit_to(self, offset: int) -> None:
-        """Records up to `offset` are committed: their undo entries are dropped."""
+    def commit_to(self, offset: int, limit: int | None = None) -> bool:
+        """Records up to `offset` are committed: their undo entries are dropped, at
+        most `limit` of them (a change of a million partitions journals three
+        million, and dropping them frees the registrations they replaced: 0.3 s in
+        one go). True when none up to `offset` is left."""
         j = self._journal
-        if j is not None:
-            while j and j[0][0] <= offset:
-                j.popleft()
+        if j is None:
+            return True
+        n = len(j) if limit is None else limit
+        while n > 0 and j and j[0][0] <= offset:
+            j.popleft()
+            n -= 1
+        return not (j and j[0][0] <= offset)
 
     def revert_to(self, offset: int) -> None:
         """Undo every journaled replay after `offset` (uncommitted records)."""

@@ -337,8 +337,9 @@ class QuorumController:
         self.heartbeats = None
         self._balancer.reset()
 
-    def on_commit(self, offset: int) -> None:
-        self.image.commit_to(offset)
+    def on_commit(self, offset: int, limit: int | None = None) -> bool:
+        """MetadataImage.commit_to: True when every undo entry up to `offset` is gone."""
+        return self.image.commit_to(offset, limit)
 
     def snapshot_records(self) -> list[MetadataRecord]:
         return list(self.image.to_records())

@@ -384,3 +384,32 @@ def test_partition_changes_ask_only_of_the_brokers_their_partitions_name(monkeyp
     assert fence is not None and len(fence.drained().records) > 10
     assert asked and set(asked) <= {1, 3, 4}
     assert len(asked) == len(set(asked))  # once per broker, not per replica
+
+
+async def test_a_committed_change_is_forgotten_a_bounded_slice_a_loop_turn(monkeypatch) -> None:
+    """The undo entries of committed records are dropped JOURNAL_TRIM_PER_TURN a loop
+    turn: a million partition changes' entries, dropped at once, held the loop 0.3 s."""
+    from kraft.server import controller_service
+
+    monkeypatch.setattr(controller_service, "JOURNAL_TRIM_PER_TURN", 16)
+    h = cluster(150)
+    records = fence_records(h, 1, 1_500)
+    svc, writer, clock = make(h, max_idle_interval_ms=0)
+    base = writer.next_offset()
+    last = writer.append(to_batches(records).batches, clock())
+    h.c.replay_batch(base, records, 0)
+    journal = h.c.image._journal
+    assert journal is not None and len(journal) > 100
+    sizes = [len(journal)]
+    writer.committed = last
+    svc.on_committed(last)
+    svc.on_committed(last)  # a second commit joins the trimming under way
+    for _ in range(1_000):  # bounded
+        sizes.append(len(journal))
+        if not journal:
+            break
+        await asyncio.sleep(0)
+    assert sizes[-1] == 0
+    assert max(a - b for a, b in zip(sizes, sizes[1:], strict=False)) <= 16
+    assert h.c.image.brokers[1].fenced
+    await svc.stop()
