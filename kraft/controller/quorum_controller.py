@@ -33,6 +33,7 @@ from kraft.controller.errors import ApiError, invalid
 from kraft.controller.heartbeat import BrokerControlState, BrokerHeartbeatManager
 from kraft.controller.partition_change import Election, PartitionChangeBuilder, removal_change
 from kraft.controller.placement import place_replicas
+from kraft.controller.replication_index import PartitionKey, ReplicationIndex
 from kraft.controller.requests import (
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
@@ -75,7 +76,6 @@ from metadata_log.records import (
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 
-PartitionKey = tuple[str, int]  # (topic_id, partition_id)
 # Keys of a large change grouped per turn of the shell (~2 ms of work).
 KEYS_PER_TURN = 8192
 
@@ -134,84 +134,6 @@ class ControllerResult:
         return ControllerResult(
             (*self.records, *(r for r in self.more if r is not None)), self.reply
         )
-
-
-class ReplicationIndex:
-    """Partitions by ISR member, by ELR member, by leader, and leaderless (Kafka's
-    BrokersToIsrs and BrokersToElrs); the ones being reassigned; the ones whose
-    leader is not their preferred replica (Kafka's imbalancedPartitions, counted
-    for preferredreplicaimbalancecount).
-
-    Kept current by the image's partition listener, also when it reverts.
-    Invariant: mirrors exactly the partitions of the image.
-    """
-
-    def __init__(self) -> None:
-        self.in_isr: dict[int, set[PartitionKey]] = {}
-        self.in_elr: dict[int, set[PartitionKey]] = {}
-        self.led_by: dict[int, set[PartitionKey]] = {}
-        self.leaderless: set[PartitionKey] = set()
-        self.reassigning: set[PartitionKey] = set()
-        self.imbalanced: set[PartitionKey] = set()
-
-    def partition_changed(
-        self,
-        topic_id: str,
-        partition_id: int,
-        old: PartitionRegistration | None,
-        new: PartitionRegistration | None,
-    ) -> None:
-        key = (topic_id, partition_id)
-        old_isr = () if old is None else old.isr
-        new_isr = () if new is None else new.isr
-        if old_isr != new_isr:
-            # Only the members that change move (a fence takes one broker out of
-            # 100k ISRs: the others stay put).
-            for b in old_isr:
-                if b not in new_isr:
-                    s = self.in_isr.get(b)
-                    if s is not None:
-                        s.discard(key)
-            for b in new_isr:
-                if b not in old_isr:
-                    self.in_isr.setdefault(b, set()).add(key)
-        old_leader = None if old is None else old.leader
-        new_leader = None if new is None else new.leader
-        if old_leader != new_leader:
-            if old_leader is not None:
-                if old_leader >= 0:
-                    self.led_by.get(old_leader, set()).discard(key)
-                else:
-                    self.leaderless.discard(key)
-            if new_leader is not None:
-                if new_leader >= 0:
-                    self.led_by.setdefault(new_leader, set()).add(key)
-                else:
-                    self.leaderless.add(key)
-        old_elr = () if old is None else old.elr
-        new_elr = () if new is None else new.elr
-        if old_elr != new_elr:
-            for b in old_elr:
-                if b not in new_elr:
-                    s = self.in_elr.get(b)
-                    if s is not None:
-                        s.discard(key)
-            for b in new_elr:
-                if b not in old_elr:
-                    self.in_elr.setdefault(b, set()).add(key)
-        if new is not None and (new.adding_replicas or new.removing_replicas):
-            self.reassigning.add(key)
-        else:
-            self.reassigning.discard(key)
-        # Kafka's hasPreferredLeader: the leader is the first replica (a
-        # leaderless partition counts as imbalanced too, as in Kafka's metric)
-        if new is not None and new.replicas and new.leader != new.replicas[0]:
-            self.imbalanced.add(key)
-        else:
-            self.imbalanced.discard(key)
-
-    def leads_any(self, broker_id: int) -> bool:
-        return bool(self.led_by.get(broker_id))
 
 
 class QuorumController:
