@@ -169,3 +169,26 @@ def test_the_controller_batches_at_the_images_level(upgrade: int) -> None:
         assert [w[:2] for w in wire] == [[RegisterBrokerRecord.TYPE, version], [7, 0]]
     with pytest.raises(ValueError, match="has no field in_controlled_shutdown"):
         to_batches([reg(True)], metadata_version=LATEST_METADATA_VERSION)
+
+
+def test_elr_fields_need_metadata_version_2() -> None:
+    """KIP-966's fields are PartitionRecord / PartitionChangeRecord version 1: level
+    1 cannot carry them (a cluster without ELR writes none), level 2 writes them."""
+    from metadata_log.records import (
+        ELR_METADATA_VERSION,
+        PartitionChangeRecord,
+        PartitionRecord,
+    )
+
+    change = PartitionChangeRecord("t", 0, isr=(), leader=-1, eligible_leader_replicas=(2,))
+    with pytest.raises(ValueError, match="version 0 has no field eligible_leader_replicas"):
+        encode_record(change, metadata_version=1)
+    plain = PartitionChangeRecord("t", 0, isr=(1,))
+    v0 = msgpack.unpackb(encode_record(plain, metadata_version=1))
+    assert v0[:2] == [PartitionChangeRecord.TYPE, 0] and len(v0) == 2 + 8
+    for rec in (change, PartitionRecord("t", 0, (1, 2), (), last_known_elr=(1,))):
+        raw = encode_record(rec, metadata_version=ELR_METADATA_VERSION)
+        assert msgpack.unpackb(raw)[1] == 1
+        assert decode_record(raw, 3) == rec
+    # a version 0 record reads back with the new fields at their defaults
+    assert decode_record(encode_record(plain, metadata_version=1), 3) == plain

@@ -18,6 +18,7 @@ from metadata_log.kafka.reader import (
     log_files,
     read_cluster_id,
 )
+from metadata_log.kafka.records import decode_record as decode_kafka_record
 from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
 from metadata_log.kafka.writer import (
     encode_control,
@@ -28,7 +29,7 @@ from metadata_log.kafka.writer import (
 from metadata_log.kafka.writer import (
     main as writer_main,
 )
-from metadata_log.records import is_control
+from metadata_log.records import PartitionChangeRecord, PartitionRecord, is_control
 from metadata_log.replay import replay_log
 from spark_replay.generator import generate, scaled_config
 from tests.unit.kafka_format import wire_encoder
@@ -123,3 +124,33 @@ def test_writer_command_writes_a_compressed_copy(story, tmp_path: Path) -> None:
         copy = tmp_path / "__cluster_metadata-0" / path.name
         assert kafka_file(copy) == kafka_file(path)
         assert {b.header.codec for b in iter_file(copy)} == {"zstd"}
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [
+        PartitionRecord("AAAAAAAAAAAAAAAAAAAAAA", 0, (1, 2, 3), (1,), leader=1),
+        PartitionRecord(
+            "AAAAAAAAAAAAAAAAAAAAAA",
+            1,
+            (1, 2, 3),
+            (),
+            eligible_leader_replicas=(1, 2),
+            last_known_elr=(1,),
+        ),
+        PartitionChangeRecord("AAAAAAAAAAAAAAAAAAAAAA", 2, isr=(1, 2)),
+        PartitionChangeRecord(
+            "AAAAAAAAAAAAAAAAAAAAAA", 3, isr=(), leader=-1, eligible_leader_replicas=(3,)
+        ),
+        PartitionChangeRecord("AAAAAAAAAAAAAAAAAAAAAA", 4, last_known_elr=()),
+    ],
+)
+def test_partition_records_keep_their_elr_in_kafkas_format(rec) -> None:
+    """KIP-966's fields are tagged fields of version 2 in Kafka's schemas: a record
+    that carries them is written at version 2, any other at version 1 (as a 3.7
+    cluster writes it), and reads back as the same native record."""
+    name, version, fields = to_kafka(rec)
+    carries = (rec.eligible_leader_replicas, rec.last_known_elr) not in (((), ()), (None, None))
+    assert version == (2 if carries else 1)
+    value = encode_metadata_value(name, version, fields)
+    assert decode_kafka_record(None, value, 7, 0, False).native == rec
