@@ -55,9 +55,11 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
@@ -549,9 +551,13 @@ async def cluster_phases(
         gc0 = await histogram(control, url, GC_PAUSE)
         cpu0 = {i: cluster.cpu_seconds(i) for i in cluster.procs}
         gen0 = time.process_time()
+        hostile = Hostile.start(opts, sec, url, ids) if sec is not None and opts.hostile else None
+        tasks += hostile.tasks if hostile is not None else []  # cancelled on any exit
         t_start = time.perf_counter()
         await asyncio.sleep(opts.duration)
         elapsed = time.perf_counter() - t_start
+        if hostile is not None:
+            out["hostile"] = await hostile.stop()
         cpu = {i: cluster.cpu_seconds(i) - cpu0[i] for i in cluster.procs}
         gen_cpu = time.process_time() - gen0
         commit1 = await commit_latency(control, url)
@@ -1477,6 +1483,164 @@ class BenchSecurity:
         }
 
 
+class Hostile:
+    """`--hostile N` in a secured run (issue 25 item 4): N connections from
+    127.0.0.2-127.0.0.9 (not the voters' host: every connection limit applies) during
+    the heartbeat window, a third each:
+
+    - forged: TLS, heartbeats for real broker ids with forged tokens, one after another;
+    - stall: a TCP connection that sends 4 bytes of a TLS record and nothing more;
+    - wrong_cert: a TLS handshake presenting a certificate of another CA (CN=broker-N).
+
+    Every hostile request must be refused: a 200 is a violation."""
+
+    KINDS = ("forged", "stall", "wrong_cert")
+
+    def __init__(self, sec: BenchSecurity, url: str, ids: list[int]) -> None:
+        from kraft.security.tls import client_context
+
+        self.sec = sec
+        self.url = url
+        self.ids = ids
+        self.stop_flag = False
+        self.stats = {k: {"attempts": 0, "refused": 0, "accepted": 0} for k in self.KINDS}
+        self.codes: dict[str, int] = {}
+        rogue = Path(tempfile.gettempdir()) / "kraft-bench-rogue-certs"
+        if not (rogue / "broker-1000.pem").exists():
+            from kraft.security.certs import generate
+
+            generate(rogue, [], [1000], admin=False)
+        # trusts the real CA (so the client side of the handshake is happy), presents
+        # a certificate the controller's CA never signed
+        self.rogue_ctx = client_context(str(sec.certs / "ca.pem"), str(rogue / "broker-1000.pem"))
+        self.tasks: list[asyncio.Task[None]] = []
+
+    @classmethod
+    def start(
+        cls, opts: argparse.Namespace, sec: BenchSecurity, url: str, ids: list[int]
+    ) -> Hostile:
+        h = cls(sec, url, ids)
+        raise_nofile(2 * opts.brokers + 2 * opts.hostile + 1024)
+        for k in range(opts.hostile):
+            kind = cls.KINDS[k % 3]
+            ip = f"127.0.0.{2 + k % 8}"
+            h.tasks.append(asyncio.create_task(getattr(h, f"_{kind}")(ip, random.Random(k))))
+        return h
+
+    def _count(self, kind: str, what: str, code: str | None = None) -> None:
+        self.stats[kind][what] += 1
+        if code is not None:
+            key = f"{kind}:{code}"
+            self.codes[key] = self.codes.get(key, 0) + 1
+
+    async def _connect(self, ip: str, ctx: Any) -> HeartbeatConnection:
+        host, port = self.url.split("//", 1)[1].rsplit(":", 1)
+        _, conn = await asyncio.wait_for(
+            asyncio.get_running_loop().create_connection(
+                HeartbeatConnection, host, int(port), ssl=ctx, server_hostname=host,
+                local_addr=(ip, 0), ssl_handshake_timeout=15,
+            ),
+            20,
+        )  # fmt: skip
+        return conn
+
+    async def _forged(self, ip: str, rng: random.Random) -> None:
+        import msgpack
+
+        conn: HeartbeatConnection | None = None
+        while not self.stop_flag:
+            sent = False
+            try:
+                if conn is None or conn.closed.done():
+                    conn = await self._connect(ip, self.sec.client_ctx)
+                bid = rng.choice(self.ids)
+                body = msgpack.packb(
+                    {"broker_id": bid, "broker_epoch": 1, "current_metadata_offset": 0}
+                )
+                head = (
+                    f"POST /v1/brokers/heartbeat HTTP/1.1\r\nHost: x\r\n"
+                    f"Content-Type: {MSGPACK}\r\nAccept: {MSGPACK}\r\n"
+                    f"Authorization: Bearer broker-{bid}:forged-{rng.getrandbits(64):x}\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n"
+                ).encode()
+                self._count("forged", "attempts")
+                sent = True
+                st, raw = await asyncio.wait_for(conn.request(head, body), 30)
+            except (OSError, ConnectionError, TimeoutError, ssl.SSLError):
+                if sent:  # closed by the controller before it answered: refused too
+                    self._count("forged", "refused", "closed")
+                conn = None
+                await asyncio.sleep(0.1)
+                continue
+            if st == 200:
+                self._count("forged", "accepted", "200")
+            else:
+                code = str(st)
+                with contextlib.suppress(Exception):
+                    code = msgpack.unpackb(raw)["error_code"]
+                self._count("forged", "refused", code)
+        if conn is not None and conn.transport is not None:
+            conn.transport.close()
+
+    async def _stall(self, ip: str, rng: random.Random) -> None:
+        host, port = self.url.split("//", 1)[1].rsplit(":", 1)
+        while not self.stop_flag:
+            writer = None
+            try:
+                self._count("stall", "attempts")
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, int(port), local_addr=(ip, 0)), 20
+                )
+                writer.write(b"\x16\x03\x01\x02")  # a TLS record header, then nothing
+                while not self.stop_flag:  # until the controller closes it
+                    try:
+                        if await asyncio.wait_for(reader.read(1024), 1.0) == b"":
+                            self._count("stall", "refused", "closed")
+                            break
+                    except TimeoutError:
+                        continue
+            except (OSError, ConnectionError, TimeoutError):
+                self._count("stall", "refused", "reset")
+                await asyncio.sleep(0.1)
+            finally:
+                if writer is not None:
+                    writer.close()
+
+    async def _wrong_cert(self, ip: str, rng: random.Random) -> None:
+        while not self.stop_flag:
+            self._count("wrong_cert", "attempts")
+            try:
+                conn = await self._connect(ip, self.rogue_ctx)
+            except (OSError, ConnectionError, TimeoutError, ssl.SSLError) as e:
+                self._count("wrong_cert", "refused", type(e).__name__)
+                await asyncio.sleep(0.1)
+                continue
+            # the handshake went through (TLS 1.3 checks the client certificate after
+            # it): a request on it must still be refused
+            try:
+                st, _ = await asyncio.wait_for(
+                    conn.request(b"GET /v1/brokers?limit=1 HTTP/1.1\r\nHost: x\r\n\r\n", b""),
+                    30,
+                )
+                self._count("wrong_cert", "accepted" if st == 200 else "refused", str(st))
+            except (OSError, ConnectionError, TimeoutError, ssl.SSLError) as e:
+                self._count("wrong_cert", "refused", type(e).__name__)
+            finally:
+                if conn.transport is not None:
+                    conn.transport.close()
+            await asyncio.sleep(0.1)
+
+    async def stop(self) -> dict[str, Any]:
+        self.stop_flag = True
+        await stop_tasks(self.tasks)
+        return {
+            "connections": len(self.tasks),
+            "by_kind": self.stats,
+            "answers": dict(sorted(self.codes.items())),
+            "accepted_total": sum(v["accepted"] for v in self.stats.values()),
+        }
+
+
 def raise_nofile(needed: int) -> None:
     import resource
 
@@ -1677,6 +1841,14 @@ def main() -> int:
     ap.add_argument("--console-partitions", type=int, default=10_000)
     ap.add_argument("--console-window", type=float, default=20.0, help="seconds per window")
     ap.add_argument("--console-rounds", type=int, default=3)
+    ap.add_argument(
+        "--hostile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --secure: N hostile connections during the heartbeat window (forged "
+        "tokens, stalled handshakes, certificates of another CA)",
+    )
     ap.add_argument(
         "--secure",
         default="",

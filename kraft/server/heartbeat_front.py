@@ -159,7 +159,12 @@ class HeartbeatFront(asyncio.Protocol):
     def _serve(self) -> None:
         """Answer every complete request in the buffer, in order, until one waits."""
         buf = self._buf
-        while self._pending is None and buf and self._transport is not None:
+        while (
+            self._pending is None
+            and buf
+            and self._transport is not None
+            and not self._transport.is_closing()
+        ):
             end = buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(buf) > MAX_HEAD_BYTES:
@@ -230,7 +235,16 @@ class HeartbeatFront(asyncio.Protocol):
         try:
             principal = None
             if fronts.authenticator is not None:  # before the body, as the middleware
-                principal = fronts.authenticator.principal(authorization, self._transport)
+                try:
+                    principal = fronts.authenticator.principal(authorization, self._transport)
+                except ApiError as e:
+                    # As Kafka after a failed authentication: answer, then close. A
+                    # forger must reconnect, and new connections from a host other
+                    # than the voters' wait for max.connection.creation.rate (issue 25).
+                    self._reply(e.to_body(), e.status, as_msgpack)
+                    if self._transport is not None:
+                        self._transport.close()
+                    return
             req = BrokerHeartbeatRequest.parse(decode_body(body, content_type))
             if fronts.authorizer is not None and principal is not None:  # then, as the route
                 check(

@@ -366,3 +366,39 @@ async def test_heartbeats_on_their_own_connection_are_checked_alike_with_and_wit
         (200, "NONE"),
         (403, "UNAUTHORIZED"),
     ]
+
+
+async def test_a_failed_heartbeat_authentication_is_answered_and_the_connection_closed(
+    node, certs
+) -> None:
+    """As Kafka after a failed authentication (issue 25, hostile clients): the heartbeat
+    front answers 401 and closes, so a forger must reconnect (and new connections are
+    rate limited); a valid heartbeat connection stays open."""
+    import msgpack
+
+    host, port = node.url.removeprefix("https://").rsplit(":", 1)
+    body = msgpack.packb({"broker_id": 4, "broker_epoch": 1, "current_metadata_offset": 0})
+
+    async def heartbeat(auth: str) -> tuple[bytes, bool]:
+        r, w = await asyncio.open_connection(host, int(port), ssl=ctx(certs), server_hostname=host)
+        head = (
+            "POST /v1/brokers/heartbeat HTTP/1.1\r\nHost: x\r\n"
+            "Content-Type: application/msgpack\r\nAccept: application/msgpack\r\n"
+            f"Authorization: {auth}\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        w.write(head.encode() + body)
+        status = await asyncio.wait_for(r.readline(), 5)
+        await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 5)
+        try:
+            rest = await asyncio.wait_for(r.read(4096), 1.0)
+            rest += await asyncio.wait_for(r.read(4096), 1.0) if rest else b""
+            closed = rest == b"" or (await asyncio.wait_for(r.read(1), 1.0)) == b""
+        except TimeoutError:
+            closed = False
+        w.close()
+        return status, closed
+
+    status, closed = await heartbeat("Bearer broker-4:forged")
+    assert status.startswith(b"HTTP/1.1 401") and closed
+    status, closed = await heartbeat(token(certs, "broker-4")["Authorization"])
+    assert not status.startswith(b"HTTP/1.1 401") and not closed
