@@ -28,7 +28,12 @@ playing the brokers over HTTP (msgpack bodies, keep-alive):
   other brokers fenced, each controller's peak RSS (VmHWM);
 - full restart (`--full-restart`, after the first size's fence): every controller
   restarted with every broker gone; the time until all are fenced, the fenced
-  count's steps (one broker at a time) and the elections (1 = only the restart's).
+  count's steps (one broker at a time) and the elections (1 = only the restart's);
+- preferred-leader balancing (issue 19; `--rebalance 100000 [--reassign 10000]`): N
+  partitions made imbalanced at once (a reorder-only reassignment), the balancer's
+  check timed from its decision to its last batch's commit (goal <= 2 s) with the
+  other brokers' heartbeat p99 meanwhile (goal <= 100 ms); then M partitions
+  reassigned onto a new broker and completed by the leaders' AlterPartitions.
 - secured (`--secure tokens,mtls`, issue 25): the cluster phases again per mode with
   TLS on every connection and `authorizer.enable=true`, material from `kraft certs`
   (cached per broker count under the temp dir). `tokens`: the heartbeat connections
