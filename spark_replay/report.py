@@ -808,6 +808,16 @@ def whatif_section_html(summary: dict[str, Any]) -> str:
         + "</li>"
         for s in cols
     )
+    topics = sorted(
+        {t for c in cols for t in c["metrics"]["offline_seconds_by_topic"]},
+        key=lambda t: -max(c["metrics"]["offline_seconds_by_topic"].get(t, 0) for c in cols),
+    )[:10]
+    by_topic = "".join(
+        f"<tr><td>{html.escape(t)}</td>"
+        + "".join(f"<td>{c['metrics']['offline_seconds_by_topic'].get(t, 0):g}</td>" for c in cols)
+        + "</tr>"
+        for t in topics
+    )
     ident = summary["identity"]
     if ident["holds"]:
         ident_text = "holds: the in-force scenario reproduces both tables row for row"
@@ -820,6 +830,8 @@ def whatif_section_html(summary: dict[str, Any]) -> str:
 <p>The log's facts replayed through the controller's own code under other settings
 (docs/what-if.md). In force: {html.escape(settings)}. Identity check {html.escape(ident_text)}.</p>
 <table><tr><th></th>{head}</tr>{body}</table>
+<h3>Offline seconds by topic (the ten most offline)</h3>
+<table><tr><th>topic</th>{head}</tr>{by_topic}</table>
 <h3>Unclean elections (partition @ offset, first ten)</h3><ul>{unclean}</ul>
 <img alt="offline partitions over time" src="data:image/png;base64,{_whatif_plot(summary)}">
 {WHATIF_END}
