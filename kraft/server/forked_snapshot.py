@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import os
 import signal
@@ -34,6 +35,7 @@ from collections.abc import Callable
 
 # The child's priority: below the controllers' event loops it shares the cores with.
 CHILD_NICENESS = 10
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # Descriptors the child keeps: stdin, stdout, stderr (for its traceback).
 _KEEP_FDS = 3
 
@@ -46,11 +48,13 @@ def fork_writer(write: Callable[[], object]) -> int:
     """Fork a child that runs `write()` and exits 0, or 1 with its traceback on
     stderr; returns the child's pid. Call it when the state `write` reads is the
     one to save: the child sees memory as of this call."""
+    parent = os.getpid()
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
+        _die_with(parent)
         # The parent's signal handlers and its loop's wakeup socket are not the
         # child's (only the main thread may change them: a loop run in another
         # thread leaves them, and the child closes that socket below anyway).
@@ -69,6 +73,16 @@ def fork_writer(write: Callable[[], object]) -> int:
             os.write(2, f"snapshot writer {os.getpid()}: {traceback.format_exc()}".encode())
     finally:
         os._exit(code)
+
+
+def _die_with(parent: int) -> None:
+    """The child is killed when its parent ends (a SIGKILLed controller leaves no
+    writer behind to drop a snapshot file into a data directory a restarted
+    controller owns): Linux's PR_SET_PDEATHSIG."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it ended before the prctl
+        os._exit(1)
 
 
 async def wait_child(pid: int) -> int:

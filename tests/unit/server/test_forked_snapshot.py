@@ -91,3 +91,33 @@ def test_the_child_holds_none_of_the_parents_descriptors() -> None:
         b.close()
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # killed and reaped by the cancelled wait
+
+
+def _gone(pid: int) -> bool:
+    """Dead: no such process, or a zombie waiting for its new parent to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_the_child_dies_with_its_parent() -> None:
+    """A SIGKILLed controller leaves no writer behind (PR_SET_PDEATHSIG)."""
+    r, w = os.pipe()
+    middle = os.fork()
+    if middle == 0:  # the "controller": forks a writer, reports its pid, dies at once
+        try:
+            child = fork_writer(lambda: time.sleep(30))
+            os.write(w, str(child).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    child = int(os.read(r, 32))
+    os.close(r)
+    os.waitpid(middle, 0)
+    for _ in range(500):  # bounded: 10 s
+        if _gone(child):
+            break
+        time.sleep(0.02)
+    assert _gone(child)
