@@ -18,8 +18,10 @@
 - Snapshots: every `metadata.log.max.record.bytes.between.snapshots` bytes of
   committed batches (or `metadata.log.max.snapshot.interval.ms`), on any node,
   once nothing uncommitted is replayed, no metadata transaction is open and the
-  state is durable in the local log. The image is copied on the loop and written
-  in a thread; then older snapshots are deleted and, beyond the retention limits,
+  state is durable in the local log. A forked child writes the image as of the
+  fork (kraft.server.forked_snapshot: nothing copied on the loop, no GIL shared;
+  the simulator copies it and writes in a thread); then older snapshots are
+  deleted and, beyond the retention limits,
   the log segments the snapshot covers. A restarted node loads its newest
   snapshot and replays the committed rest.
 
