@@ -11,9 +11,16 @@
    restarted, a new broker joins; reports each step's time, fences, leader change
    and honest heartbeat latency.
 
+4. With --hostile N (issue 25 item 4): controller_bench's secured heartbeat phase
+   (--hostile-brokers honest brokers, default 10,000, every 2 s, TLS + tokens +
+   authorizer) for --hostile-seconds while N connections from 127.0.0.2-127.0.0.9
+   send forged tokens, stall a TLS record, or present another CA's certificate;
+   reports honest p99, spurious fences and every hostile answer (a 200 is a
+   violation). Runs `benchmarks/controller_bench.py --secure tokens --hostile N`.
+
 Run: `.venv/bin/python benchmarks/security_bench.py [--seconds 5] [--brokers 20]
-[--flood [--flood-seconds 300] [--flood-only]]` (under `flock /tmp/kraft-heavy.lock`
-on a shared machine).
+[--flood [--flood-seconds 300] [--flood-only]] [--hostile 1000 [--hostile-only]]`
+(under `flock /tmp/kraft-heavy.lock` on a shared machine).
 """
 
 from __future__ import annotations
@@ -139,6 +146,29 @@ def flood_figures(
     return out
 
 
+def hostile_figures(hostile: int, brokers: int, seconds: float) -> dict[str, object]:
+    """controller_bench's secured heartbeat phase with hostile connections beside it."""
+    import subprocess
+
+    bench = Path(__file__).resolve().parent / "controller_bench.py"
+    args = [sys.executable, str(bench), "--secure", "tokens", "--hostile", str(hostile),
+            "--brokers", str(brokers), "--duration", str(seconds),
+            "--skip-snapshot", "--skip-fences"]  # fmt: skip
+    res = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 900)
+    if res.returncode != 0:
+        return {"error": res.stderr[-2000:]}
+    run = json.loads(res.stdout)["by_security"]["tokens"]
+    hb = run["heartbeats"]
+    return {
+        "honest_brokers": brokers,
+        "honest_latency": hb["latency"],
+        "honest_errors": hb["errors"],
+        "spurious_fences": hb["spurious_fences"],
+        "leader_changes": hb["leader_changes_in_window"],
+        "hostile": run.get("hostile"),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5.0)
@@ -150,6 +180,10 @@ def main() -> int:
     ap.add_argument(
         "--flood-modes", default="plaintext,tls", help="plaintext, tls or both (comma-separated)"
     )
+    ap.add_argument("--hostile", type=int, default=0, help="hostile connections (phase 4)")
+    ap.add_argument("--hostile-only", action="store_true", help="only the hostile phase")
+    ap.add_argument("--hostile-brokers", type=int, default=10_000)
+    ap.add_argument("--hostile-seconds", type=float, default=120.0)
     args = ap.parse_args()
     out: dict[str, object] = {
         "benchmark": "security",
@@ -157,6 +191,11 @@ def main() -> int:
         "seconds": args.seconds,
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }
+    if args.hostile:
+        out["hostile"] = hostile_figures(args.hostile, args.hostile_brokers, args.hostile_seconds)
+        if args.hostile_only:
+            print(json.dumps(out, indent=2))
+            return 0
     with tempfile.TemporaryDirectory() as tmp:
         certs = Path(tmp) / "certs"
         generate(certs, [1], list(range(4, 4 + args.brokers)), admin=True)
