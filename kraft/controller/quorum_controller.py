@@ -466,24 +466,29 @@ class QuorumController:
             fenced=True,
             in_controlled_shutdown=False,
         )
-        records: list[MetadataRecord] = [record]
+        # The partition changes are generated lazily, as a fence's are (a broker in a
+        # million ISRs): the RegisterBrokerRecord comes first so that its offset is
+        # the epoch (in a metadata transaction the epoch is the write's first
+        # offset, as in Kafka).
+        more: Iterator[MetadataRecord | None] | None = None
+        b = req.broker_id
         if (
             existing is not None
             and self.elr_enabled()
-            and req.previous_broker_epoch != existing.broker_epoch
+            and req.previous_broker_epoch != (existing.broker_epoch)
         ):
             # KIP-966: a restart after an unclean shutdown (its log may have lost
             # acknowledged data) takes the broker out of every ISR and ELR
-            records += self._forget_broker(req.broker_id)
+            more = self._iter_partition_updates(
+                self._keys_of(b, with_elr=True), broker_to_remove=b, unclean_shutdown=b
+            )
         elif existing is not None and not existing.fenced:
             # The previous registration was still unfenced (its session expired before
             # the fence ran, or the same incarnation retries): the new one starts
             # fenced, so it must leave its leaderships and shared ISRs in the same
-            # atomic write (a fenced broker leads nothing). The RegisterBrokerRecord
-            # comes first so that its offset is the epoch (in a metadata transaction
-            # the epoch is the write's first offset, as in Kafka).
-            records += self._remove_broker_from_partitions(req.broker_id)
-        return ControllerResult(tuple(records), {"broker_epoch": next_offset})
+            # atomic write (a fenced broker leads nothing).
+            more = self._iter_partition_updates(self._keys_of(b), broker_to_remove=b)
+        return ControllerResult((record,), {"broker_epoch": next_offset}, more=more)
 
     def note_heartbeat_contact(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
         """Called as a heartbeat arrives, before it queues: contact counts even if
