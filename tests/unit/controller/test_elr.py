@@ -372,3 +372,26 @@ def test_a_fence_of_every_isr_member_never_passes_over_an_eligible_replica(elr_o
             candidates = set(p.isr) or set(p.elr)
             if p.leader == NO_LEADER:
                 assert not candidates & alive, (order, b, p)
+
+
+def test_a_restart_s_partition_changes_are_drawn_in_bounded_turns() -> None:
+    """A broker in many ISRs restarts uncleanly while still unfenced: the result
+    holds only its RegisterBrokerRecord; the changes come from `more`, with a turn
+    (None) every KEYS_PER_TURN partitions, as a fence's do."""
+    from kraft.controller.quorum_controller import KEYS_PER_TURN
+    from kraft.controller.requests import RegisterBrokerRequest
+    from metadata_log.records import Endpoint, RegisterBrokerRecord
+
+    h = Harness(session_timeout_ms=1000)
+    for b in (1, 2):
+        h.unfenced_broker(b)
+    n = KEYS_PER_TURN + 5
+    h.create_topic("t", [[1, 2]] * n)
+    inc = h.incarnations[1]  # the same incarnation retrying, before any fence
+    req = RegisterBrokerRequest(1, "test-cluster", inc, (Endpoint("P", "h", 1),), None, ())
+    result = h.c.register_broker(req, 0, h.next_offset)
+    assert [type(r) for r in result.records] == [RegisterBrokerRecord] and result.more
+    drawn = list(result.more)
+    assert drawn.count(None) == 1  # n keys grouped in turns of KEYS_PER_TURN
+    changes = [r for r in drawn if r is not None]
+    assert len(changes) == n and all(r.isr == (2,) and r.leader == 2 for r in changes)
