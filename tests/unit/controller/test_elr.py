@@ -395,3 +395,41 @@ def test_a_restart_s_partition_changes_are_drawn_in_bounded_turns() -> None:
     assert drawn.count(None) == 1  # n keys grouped in turns of KEYS_PER_TURN
     changes = [r for r in drawn if r is not None]
     assert len(changes) == n and all(r.isr == (2,) and r.leader == 2 for r in changes)
+
+
+def test_a_removed_leader_is_demoted_when_a_reassignment_completes_without_a_successor() -> None:
+    """From [0, 1] to [2, 3], led by 0: the ISR takes in 2 and 3, which cannot lead
+    yet; the reassignment completes and the stopped replica 0 no longer leads."""
+    p = PartitionRegistration((2, 3, 0, 1), (0, 1), (0, 1), (2, 3), 0, 0, 0, 0)
+    rec = (
+        PartitionChangeBuilder(p, "T", 0, lambda r: False, min_isr=2, elr_enabled=True)
+        .set_target_isr([0, 1, 2, 3])
+        .build()
+    )
+    assert rec == PartitionChangeRecord(
+        "T",
+        0,
+        isr=(2, 3),
+        leader=NO_LEADER,
+        replicas=(2, 3),
+        removing_replicas=(),
+        adding_replicas=(),
+    )
+
+
+def test_a_new_isr_member_that_was_not_eligible_leaves_the_elr_alone() -> None:
+    """min ISR 3, ISR [1] with ELR [3]: the leader adds 4; the ISR is still below
+    min ISR, so 3 stays eligible (the last known leader is forgotten: 1 leads)."""
+    p = PartitionRegistration((1, 2, 3, 4), (1,), (), (), 1, 0, 100, 200, (3,), (2,))
+    b = PartitionChangeBuilder(p, "T", 0, lambda r: r != 3, min_isr=3, elr_enabled=True)
+    rec = b.set_election(Election.PREFERRED).set_target_isr([1, 4]).build()
+    assert rec == PartitionChangeRecord("T", 0, isr=(1, 4), last_known_elr=())
+    assert p.merge(rec).elr == (3,)
+
+
+def test_the_last_known_leader_waits_while_an_eligible_replica_exists() -> None:
+    """ISR empty, ELR [3] (fenced), last known leader 1: nothing changes, since 3
+    may come back and lead cleanly."""
+    p = PartitionRegistration((1, 2, 3, 4), (), (), (), NO_LEADER, 0, 100, 200, (3,), (1,))
+    b = PartitionChangeBuilder(p, "T", 0, lambda r: r != 3, min_isr=3, elr_enabled=True)
+    assert b.set_election(Election.PREFERRED).set_target_isr([]).build() is None
