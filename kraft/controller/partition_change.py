@@ -333,20 +333,26 @@ def removal_change(
     .set_target_isr(p.isr without broker_id).build(), at a fifth of the cost:
     `acceptable` must already say no for `broker_id`.
 
-    The fast path covers the fence's common case, where the builder's ELR and
-    reassignment steps provably change nothing: no ELR or last known leader yet,
-    no reassignment, and (with ELR on) an ISR still at min ISR. Anything else
-    takes the builder."""
+    The fast paths cover the fence's common cases, where the builder's ELR and
+    reassignment steps are provably trivial: no ELR or last known leader yet, no
+    reassignment, and (with ELR on) an ISR still at min ISR, or one below it whose
+    leader stays (the removed broker becomes the ELR). Anything else takes the
+    builder."""
     isr = p.isr
     if broker_id in isr:
         isr = tuple([b for b in isr if b != broker_id])
-    if (
-        p.elr
-        or p.last_known_elr
-        or p.adding_replicas
-        or p.removing_replicas
-        or (elr_enabled and len(isr) < min_isr)
-    ):
+    pending = p.elr or p.last_known_elr or p.adding_replicas or p.removing_replicas
+    if elr_enabled and len(isr) < min_isr and not pending and isr:
+        leader = p.leader
+        if leader >= 0 and leader in isr and acceptable(leader):
+            # the ISR drops below min ISR, the leader stays: the broker leaving the
+            # ISR is now eligible (the builder's rule with nothing else to decide)
+            if isr is p.isr:
+                return None
+            return PartitionChangeRecord(
+                topic_id, partition_id, isr, eligible_leader_replicas=(broker_id,)
+            )
+    if pending or (elr_enabled and len(isr) < min_isr):
         return (
             PartitionChangeBuilder(
                 p,
