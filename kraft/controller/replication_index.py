@@ -68,21 +68,40 @@ class ReplicationIndex:
                     self.led_by.setdefault(new_leader, set()).add(key)
                 else:
                     self.leaderless.add(key)
-        old_elr = () if old is None else old.elr
-        new_elr = () if new is None else new.elr
-        if old_elr != new_elr:
-            for b in old_elr:
-                if b not in new_elr:
-                    s = self.in_elr.get(b)
-                    if s is not None:
-                        s.discard(key)
-            for b in new_elr:
-                if b not in old_elr:
-                    self.in_elr.setdefault(b, set()).add(key)
+        if old is not None and new is not None:
+            # A change (a fence replays a million): the merge keeps the unchanged
+            # fields' objects, so identity says what did not move.
+            if old.elr is not new.elr:
+                self._elr_changed(key, old.elr, new.elr)
+            if (
+                old.adding_replicas is not new.adding_replicas
+                or old.removing_replicas is not new.removing_replicas
+            ):
+                self._reassigning_changed(key, new)
+            if old_leader != new_leader or old.replicas is not new.replicas:
+                self._balance_changed(key, new)
+            return
+        self._elr_changed(key, () if old is None else old.elr, () if new is None else new.elr)
+        self._reassigning_changed(key, new)
+        self._balance_changed(key, new)
+
+    def _elr_changed(self, key: PartitionKey, old: tuple[int, ...], new: tuple[int, ...]) -> None:
+        for b in old:
+            if b not in new:
+                s = self.in_elr.get(b)
+                if s is not None:
+                    s.discard(key)
+        for b in new:
+            if b not in old:
+                self.in_elr.setdefault(b, set()).add(key)
+
+    def _reassigning_changed(self, key: PartitionKey, new: PartitionRegistration | None) -> None:
         if new is not None and (new.adding_replicas or new.removing_replicas):
             self.reassigning.add(key)
         else:
             self.reassigning.discard(key)
+
+    def _balance_changed(self, key: PartitionKey, new: PartitionRegistration | None) -> None:
         # Kafka's hasPreferredLeader: the leader is the first replica (a
         # leaderless partition counts as imbalanced too, as in Kafka's metric)
         if new is not None and new.replicas and new.leader != new.replicas[0]:
