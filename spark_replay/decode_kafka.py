@@ -39,7 +39,6 @@ import json
 import mmap
 import struct
 from collections.abc import Iterator
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +48,9 @@ import pyarrow as pa
 
 from metadata_log.errors import MetadataLogError
 from metadata_log.kafka.batch import CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC, parse_header
-from metadata_log.kafka.reader import iter_native_batches, native_records
-from metadata_log.kafka.records import UnmodelledKafkaRecord
-from metadata_log.records import PartitionChangeRecord, PartitionRecord, Record, record_fields
+from metadata_log.kafka.reader import decoded_records, iter_native_batches, native_records
+from metadata_log.kafka.records import NATIVE_FIELDS, UnmodelledKafkaRecord, to_native
+from metadata_log.records import Record, record_fields
 from spark_replay.decode import (
     _BOOL,
     _EXTRACT,
@@ -115,10 +114,10 @@ _NOOP_LENGTH = HEADER_SIZE - LOG_OVERHEAD + len(NOOP_RECORD)  # batch_length: 60
 _SPAN = HEADER_SIZE + len(NOOP_RECORD)  # the bytes compared per batch
 _NOOP = np.frombuffer(NOOP_RECORD, np.uint8)
 _LEN = struct.Struct(">i").unpack_from
-# The hot record types, as a native record of the latest version (every field):
-# its fields in wire order, read by one C-level attrgetter.
-_HOT_BY_CLASS = {PartitionChangeRecord: _PCR, PartitionRecord: _PR}
-_FIELDS_OF = {spec.type_id: attrgetter(*spec.columns) for spec in _HOT_BY_CLASS.values()}
+# The hot record types by Kafka's name, each as a native record of the latest
+# version (every field; metadata_log.kafka.records.NATIVE_FIELDS gives them).
+_HOT_BY_NAME = {"PartitionChangeRecord": _PCR, "PartitionRecord": _PR}
+assert set(_HOT_BY_NAME) <= set(NATIVE_FIELDS)
 
 
 def read_kafka_file(f: LogFile, chunk_records: int) -> Iterator[pa.RecordBatch]:
@@ -242,11 +241,10 @@ def _vectorised(f: LogFile, data: Any, plan: _Plan, chunk_records: int) -> Itera
         hot = _HotRows()
         for i in idx[~plan.noop[i0:i1]].tolist():
             hdr = parse_header(data, positions[i], name)
-            natives = native_records(data, hdr, name)
             if hdr.control:
-                _add_rows(out, hdr, natives, upto, tail)
+                _add_rows(out, hdr, native_records(data, hdr, name), upto, tail)
             else:
-                hot.add(out, hdr, natives, upto, tail)
+                hot.add(out, hdr, decoded_records(data, hdr, name), upto, tail)
         yield from hot.batches(out, books, f)
         yield from out.batches()
     stopped = plan.keep < len(positions)
@@ -289,34 +287,37 @@ class _HotRows:
     def __init__(self) -> None:
         # type id -> (offset, base, epoch, timestamp) per row, wire-like tuples, records
         self.rows: dict[int, tuple[list[tuple[int, ...]], list[tuple[Any, ...]], list[Any]]] = {
-            spec.type_id: ([], [], []) for spec in _HOT_BY_CLASS.values()
+            spec.type_id: ([], [], []) for spec in _HOT_BY_NAME.values()
         }
 
     def add(
         self,
         out: _Rows,
         h: Any,
-        natives: list[tuple[int, int, Record | UnmodelledKafkaRecord]],
+        decoded: list[tuple[int, int, str, int, int, dict[str, Any]]],
         upto: int | None,
         tail: tuple[Any, ...],
     ) -> None:
+        """A data batch's records (metadata_log.kafka's decoded view: a hot record's
+        native fields are taken from it without building the record)."""
         base, epoch = h.base_offset, h.leader_epoch
-        for offset, ts, rec in natives:
+        for offset, ts, name, api_key, version, fields in decoded:
             if upto is not None and offset > upto:
                 continue
-            spec = _HOT_BY_CLASS.get(type(rec))
+            spec = _HOT_BY_NAME.get(name)
             if spec is None:
+                rec = to_native(name, api_key, version, fields)
                 _add_row(out, offset, base, epoch, ts, False, rec, tail)
             else:
                 at, wires, recs = self.rows[spec.type_id]
                 at.append((offset, base, epoch, ts))
-                wires.append((0, 0, *_FIELDS_OF[spec.type_id](rec)))
-                recs.append(rec)
+                wires.append((0, 0, *NATIVE_FIELDS[name](fields)))
+                recs.append((name, api_key, version, fields))
 
     def batches(
         self, out: _Rows, books: dict[str, _Codebook], f: LogFile
     ) -> Iterator[pa.RecordBatch]:
-        for spec in _HOT_BY_CLASS.values():
+        for spec in _HOT_BY_NAME.values():
             at, wires, recs = self.rows[spec.type_id]
             if not at:
                 continue
@@ -324,7 +325,7 @@ class _HotRows:
             if typed is None:  # something unusual: these rows record by record
                 tail = (f.source, f.snapshot_end_offset)
                 for (offset, base, epoch, ts), rec in zip(at, recs, strict=True):
-                    _add_row(out, offset, base, epoch, ts, False, rec, tail)
+                    _add_row(out, offset, base, epoch, ts, False, to_native(*rec), tail)
                 continue
             yield _hot_batch(spec, at, typed, f)
 

@@ -218,7 +218,12 @@ def _register_broker(f: dict[str, Any]) -> Record:
 
 
 def _partition(f: dict[str, Any]) -> Record:
-    return PartitionRecord(
+    return PartitionRecord(*_partition_fields(f))
+
+
+def _partition_fields(f: dict[str, Any]) -> tuple[Any, ...]:
+    """A PartitionRecord's native fields, in field order, without building it."""
+    return (
         f["topic_id"],
         f["partition_id"],
         f["replicas"],
@@ -236,7 +241,12 @@ def _partition(f: dict[str, Any]) -> Record:
 
 
 def _partition_change(f: dict[str, Any]) -> Record:
-    return PartitionChangeRecord(
+    return PartitionChangeRecord(*_partition_change_fields(f))
+
+
+def _partition_change_fields(f: dict[str, Any]) -> tuple[Any, ...]:
+    """A PartitionChangeRecord's native fields, in field order, without building it."""
+    return (
         f["topic_id"],
         f["partition_id"],
         f["isr"],
@@ -298,6 +308,13 @@ _TO_NATIVE: dict[str, Any] = {
 
 # The Kafka record names that have a native counterpart.
 MODELLED = frozenset(_TO_NATIVE)
+# The native fields (in the native record's field order) of the records a replay
+# reads by the million, for readers that turn them into columns without building
+# the record (spark_replay.decode_kafka); the same functions build the records.
+NATIVE_FIELDS: dict[str, Any] = {
+    "PartitionRecord": _partition_fields,
+    "PartitionChangeRecord": _partition_change_fields,
+}
 
 
 def to_native(
