@@ -249,6 +249,8 @@ class LocalCluster:
             "--broker-id", str(broker_id),
             "--controllers", ",".join(self.controller_urls),
             "--log-format", self.spec.log_format,
+            # KIP-966: a clean shutdown's broker epoch survives the restart
+            "--data-dir", str((self.data_dir / f"broker-{broker_id}").resolve()),
             *self.spec.broker_args,
         ]  # fmt: skip
         if self.spec.certs_dir is not None:
