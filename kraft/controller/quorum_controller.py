@@ -600,15 +600,14 @@ class QuorumController:
         }
 
     def _leaderless_it_may_lead(self, broker_id: int) -> set[PartitionKey]:
-        """Leaderless partitions `broker_id` may lead once unfenced: in the ISR, in
-        the ELR, or their last known leader (KIP-966)."""
+        """Leaderless partitions `broker_id` may lead once unfenced: those it is a
+        replica of (Kafka's handleBrokerUnfenced looks at every leaderless
+        partition): from the ISR, the ELR, as the last known leader (KIP-966), or
+        by an unclean election where the topic allows one."""
         topics = self.image.topics
-        out: set[PartitionKey] = set()
-        for k in self.index.leaderless:
-            p = topics[k[0]].partitions[k[1]]
-            if broker_id in p.isr or broker_id in p.elr or p.last_known_elr == (broker_id,):
-                out.add(k)
-        return out
+        return {
+            k for k in self.index.leaderless if broker_id in topics[k[0]].partitions[k[1]].replicas
+        }
 
     def next_fence_check_ms(self) -> int | None:
         return None if self.heartbeats is None else self.heartbeats.next_check_time_ms()

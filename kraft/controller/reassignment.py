@@ -22,7 +22,9 @@ choices beyond Kafka: a target with fewer replicas than the topic's
 min.insync.replicas is refused (such a partition could never take acks=all
 writes), and a new target over an ongoing reassignment replaces its adding and
 removing lists entirely (Kafka keeps a stale adding list when the new target
-adds nothing).
+adds nothing), and a plan for a leaderless partition of a topic that allows
+unclean election elects at once (Kafka leaves that to its periodic unclean
+election check, every 5 minutes).
 
 Pure: the functions read the controller's image and return records.
 """
@@ -158,7 +160,7 @@ def _change(
         )
     plan = ReassignmentReplicas.of(p.replicas, target)
     return (
-        ctrl.partition_builder(topic, pid, unclean=False)
+        ctrl.partition_builder(topic, pid)
         .set_target_replicas(plan.replicas)
         .set_target_removing(plan.removing)
         .set_target_adding(plan.adding)

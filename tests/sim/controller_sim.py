@@ -44,7 +44,8 @@ Invariants, after every event (`_check`), on top of the Raft ones:
   with the feature off;
 - no partition is leaderless while an eligible replica could lead it: an
   acceptable (registered, unfenced, not shutting down) ISR member, or an
-  acceptable ELR member when the ISR is empty;
+  acceptable ELR member when the ISR is empty, or, where the topic allows unclean
+  election, any acceptable replica;
 - reassignments, checked on every change the active controller writes: a
   partition's replicas always contain the target and the original while it is
   reassigning (its replica set only grows), and a reassignment ends with
@@ -97,6 +98,7 @@ from metadata_log.image import MetadataImage, PartitionRegistration
 from metadata_log.records import (
     RECOVERED,
     RECOVERING,
+    TOPIC_RESOURCE,
     AbortTransactionRecord,
     BeginTransactionRecord,
     Endpoint,
@@ -186,6 +188,9 @@ class SimBroker:
     next_corr: int = 0
     tick_gen: int = 0
     last_delivered_hb: int | None = None  # sim bookkeeping: last heartbeat that reached an active
+    # ... and the last one an active controller processed (its session restarts
+    # then: Kafka's touch; a heartbeat may wait in the queue behind a stall)
+    last_processed_hb: int | None = None
     # KIP-966: the epoch kept by a clean (controlled) shutdown, sent once restarted
     clean_epoch: int = -1
     previous_epoch: int = -1
@@ -678,7 +683,10 @@ class ControllerSimulation(Simulation):
                 b.last_delivered_hb = self.now
 
             def gen_hb(c: QuorumController, t: int, off: int) -> ControllerResult:
-                return c.heartbeat(hb, t)
+                result = c.heartbeat(hb, t)
+                if b is not None:
+                    b.last_processed_hb = t
+                return result
 
             self._enqueue(nid, st, _Command("heartbeat", gen_hb, deadline, reply_to, True))
             self._arm(nid)
@@ -820,6 +828,12 @@ class ControllerSimulation(Simulation):
         brokers = img.brokers
         elr_on = st.ctrl.elr_enabled()
 
+        def unclean(name: str) -> bool:
+            value = img.configs.get((TOPIC_RESOURCE, name), {}).get(
+                "unclean.leader.election.enable"
+            )
+            return value == "true"
+
         def acceptable(r: int) -> bool:
             b = brokers.get(r)
             return b is not None and not b.fenced and not b.in_controlled_shutdown
@@ -846,6 +860,8 @@ class ControllerSimulation(Simulation):
                     or (not p.isr and any(acceptable(r) for r in p.elr))
                 ):
                     self.fail(f"{where}: leaderless while an eligible replica could lead")
+                if p.leader < 0 and unclean(topic.name) and any(map(acceptable, p.replicas)):
+                    self.fail(f"{where}: leaderless with unclean election on and a live replica")
         index = ReplicationIndex()
         for topic in img.topics.values():
             for pid, p in topic.partitions.items():
@@ -1459,9 +1475,15 @@ def run_seed(seed: int, trace: bool = False) -> ControllerSeedResult:
     bound = p.session_ms + 1000 + p.heartbeat_ms
     if not sim.run_until_true(fenced_committed, bound):
         sim.fail(f"silent broker {victim.bid} not fenced within {bound} ms")
-    # Its session started at its last heartbeat to this controller, or at the
-    # controller's activation if none reached it (every broker counts as just seen).
-    start = max(victim.last_delivered_hb or 0, sim.ctl[active].activated_at)
+    # Its session started at its last heartbeat to this controller (its arrival,
+    # or its processing if it waited in the queue: the session restarts then), or
+    # at the controller's activation if none reached it (every broker counts as
+    # just seen).
+    start = max(
+        victim.last_delivered_hb or 0,
+        victim.last_processed_hb or 0,
+        sim.ctl[active].activated_at,
+    )
     if sim.now > start + p.session_ms + 1000:
         sim.fail(
             f"silent broker {victim.bid} fenced {sim.now - start} ms after its session "
