@@ -236,6 +236,23 @@ class PartitionChangeBuilder:
     def elect_leader(self) -> ElectionResult:
         return ElectionResult(*self._elect())
 
+    def _next_last_known_elr(
+        self, isr: tuple[int, ...] | None, leader: int
+    ) -> tuple[int, ...] | None:
+        """Kafka's maybeUpdateLastKnownLeader: remember the leader the first time the
+        ISR empties; forget it once the partition has (or keeps) a leader. `isr` and
+        `leader` are the record's (None / NO_LEADER_CHANGE: unchanged)."""
+        p = self._partition
+        if not self._elr_enabled:
+            return None
+        if isr is not None and not isr:
+            if p.leader >= 0 and p.last_known_elr != (p.leader,):
+                return (p.leader,)
+            return None
+        if p.last_known_elr and (leader >= 0 or (p.leader != NO_LEADER and leader != NO_LEADER)):
+            return ()
+        return None
+
     # ---------------------------------------------------------------- build
 
     def build(self) -> PartitionChangeRecord | None:
@@ -274,17 +291,7 @@ class PartitionChangeBuilder:
         if isr is None and (target_isr or self._elr_enabled) and target_isr != p.isr:
             isr = target_isr
 
-        last_known_elr: tuple[int, ...] | None = None
-        if self._elr_enabled:
-            if isr is not None and not isr:
-                if p.leader >= 0 and p.last_known_elr != (p.leader,):
-                    # the first time the partition loses its whole ISR
-                    last_known_elr = (p.leader,)
-            elif (leader >= 0 or (p.leader != NO_LEADER and leader != NO_LEADER)) and (
-                p.last_known_elr
-            ):
-                # it has (or keeps) a leader: nothing to remember
-                last_known_elr = ()
+        last_known_elr = self._next_last_known_elr(isr, leader)
         if self._target_recovery != p.leader_recovery_state:
             recovery = self._target_recovery
 
