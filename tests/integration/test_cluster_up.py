@@ -265,3 +265,9 @@ def test_logs_are_json_lines_with_every_state_change(run: Run) -> None:
     assert any(e.get("event") == "raft_state" for e in raft), "no Raft state change logged"
     assert any(e.get("event") == "leader_change" for e in raft), "no Raft leader change logged"
     assert any(e.get("event") == "broker_state" for e in events), "no broker lifecycle line"
+
+
+def test_the_banner_names_the_web_console_of_a_controller(run: Run) -> None:
+    line = next(x for x in run.output.splitlines() if x.startswith("web console: "))
+    url = line.split()[2]
+    assert url.endswith("/ui") and url.removesuffix("/ui") in run.urls.values(), line
