@@ -195,9 +195,9 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Patch(
                 partition_change.PartitionChangeBuilder,
-                "_elect",
-                "if replica in isr and ok(replica):",
-                "if ok(replica):",
+                "_valid",
+                "if replica in isr:",
+                "if True:",
             ),
             Patch(
                 partition_change,
