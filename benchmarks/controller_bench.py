@@ -1142,7 +1142,6 @@ async def leader_balance_phase(opts: argparse.Namespace, tmp: Path) -> dict[str,
         },
         log_level="INFO",
     )
-    started = time.perf_counter()
     cluster.start()
     out: dict[str, Any] = {"partitions": opts.rebalance, "check_interval_s": interval_s}
     tasks: list[asyncio.Task[None]] = []
@@ -1177,19 +1176,47 @@ async def leader_balance_phase(opts: argparse.Namespace, tmp: Path) -> dict[str,
              "replicas": [p["replicas"][1], p["replicas"][0], *p["replicas"][2:]]}
             for p in parts
         ]  # fmt: skip
-        # just after a check (the balancer's first is one interval after start-up)
-        since = time.perf_counter() - started
-        await asyncio.sleep((interval_s - since % interval_s) + 3)
+        # Just after a check, so that the next one finds every partition at once: one
+        # probe partition made imbalanced is balanced by a check; the plan follows.
+        async with control.post(
+            url + "/v1/topics", json={"name": "probe", "assignments": [isr]}
+        ) as r:
+            if r.status != 201:
+                raise RuntimeError(f"creating the probe topic failed: {r.status}")
+        await post_plan(control, url, [{"topic": "probe", "partition": 0, "replicas": isr[::-1]}])
+        give_up = time.perf_counter() + 2 * interval_s + 30
+        while await metric(control, url, BALANCE) > 0:
+            if time.perf_counter() > give_up:
+                raise RuntimeError("the balancer did not run")
+            await asyncio.sleep(0.02)
+        checked_at = time.perf_counter()  # a check ran (within the 20 ms poll)
         log_path = tmp / f"c{active}.log"
         mark = log_lines(log_path)
         out["reorder_post_s"] = round(await post_plan(control, url, reorder), 2)
         out["imbalanced_before"] = int(await metric(control, url, BALANCE))
         give_up = time.perf_counter() + 2 * interval_s + 600
-        while await metric(control, url, BALANCE) > 0 and time.perf_counter() < give_up:
+        first_drop = None
+        while time.perf_counter() < give_up:
+            left = await metric(control, url, BALANCE)
+            if first_drop is None and left < out["imbalanced_before"]:
+                first_drop = time.perf_counter()
+            if left <= 0:
+                break
             await asyncio.sleep(0.02)
         done_at = time.perf_counter()
-        await asyncio.sleep(0.5)
-        lines = balance_lines(log_path, mark)
+        # seen from outside: the next check is due one interval after the probe's
+        out["observed_check_to_last_commit_ms"] = round(
+            (done_at - checked_at - interval_s) * 1000, 1
+        )
+        out["observed_first_to_last_commit_ms"] = (
+            None if first_drop is None else round((done_at - first_drop) * 1000, 1)
+        )
+        lines: list[dict[str, Any]] = []
+        for _ in range(50):  # the controller's stdout is block-buffered: wait for its line
+            lines = balance_lines(log_path, mark)
+            if sum(r.get("elections", 0) for r in lines) >= out["imbalanced_before"]:
+                break
+            await asyncio.sleep(0.2)
         out["imbalanced_after"] = int(await metric(control, url, BALANCE))
         big = max(lines, key=lambda r: r.get("elections", 0), default={})
         took_ms = big.get("decision_to_commit_ms")
