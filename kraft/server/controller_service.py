@@ -754,6 +754,8 @@ class ControllerService:
                 break
             try:
                 fut = self.submit("balance-partition-leaders", _balance_batch)
+                # retrieved even when this task is cancelled first (stop fails it)
+                fut.add_done_callback(lambda f: f.cancelled() or f.exception())
                 reply = await asyncio.wait_for(asyncio.shield(fut), self.reply_timeout_s)
             except (ApiError, TimeoutError) as e:
                 # lost the leadership or overloaded: the next check tries again
@@ -766,10 +768,10 @@ class ControllerService:
                 break  # nothing is imbalanced
             if reply.get("elections"):
                 elections.append(reply["elections"])
+                self.balance_batches += 1
             if not reply.get("more"):
                 break  # the round is over: the rest waits for the next interval
         if elections:
-            self.balance_batches += len(elections)
             log.info(
                 "preferred leaders elected",
                 extra={
