@@ -71,10 +71,11 @@ def test_a_restarted_broker_takes_its_preferred_leaderships_back(cluster: KipClu
         what="broker 2 back in every ISR (AlterPartition)",
     )
     back_in_isr = time.monotonic()
-    # One check interval (plus the time for its batch to commit and for us to see it).
+    # One check interval, plus the time for its batch to commit and for us to see it
+    # (a bound for a loaded machine, not a figure: the time taken is printed).
     wait_until(
         lambda: all(cluster.partitions("pref")[pid]["leader"] == 2 for pid in preferred_by_2),
-        CHECK_INTERVAL_S + 5,
+        CHECK_INTERVAL_S + 10,
         interval=0.1,
         what="broker 2 leads its preferred partitions again",
     )
