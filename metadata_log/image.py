@@ -352,7 +352,9 @@ class MetadataImage:
         """Records up to `offset` are committed: their undo entries are dropped, at
         most `limit` of them (a change of a million partitions journals three
         million, and dropping them frees the registrations they replaced: 0.3 s in
-        one go). True when none up to `offset` is left."""
+        one go). True when nothing more can be dropped now: none up to `offset` is
+        left, or the next is a transaction's end still applied in slices (its
+        records are in use; the next commit drops them)."""
         j = self._journal
         if j is None:
             return True
@@ -363,10 +365,13 @@ class MetadataImage:
         n = limit
         while n > 0 and j and j[0][0] <= offset:
             _off, container, key, old = j[0]
-            if container is _ATTR and key == "_txn" and old is not None and len(old) > n:
-                # a committed transaction's records, freed `limit` a call
-                del old[-n:]
-                return False
+            if container is _ATTR and key == "_txn" and old is not None:
+                if old is self._txn:
+                    return True  # committed, but replay_in_steps is still applying it
+                if len(old) > n:
+                    # a committed transaction's records, freed `limit` a call
+                    del old[-n:]
+                    return False
             j.popleft()
             n -= 1
         return not (j and j[0][0] <= offset)

@@ -455,3 +455,21 @@ def test_a_committed_transactions_records_are_freed_a_bounded_slice_a_call() -> 
     assert done and not journal
     # shrunk 8 a call; its last few went with its journal entry
     assert sizes[-1] <= 8 and max(a - b for a, b in zip(sizes, sizes[1:], strict=False)) <= 8
+
+
+def test_a_commit_during_a_stepped_end_loses_none_of_its_records() -> None:
+    """The active controller's commit often passes a large transaction's end while
+    the end is still applied in slices: its records are in use, not freed."""
+    h = cluster(60)
+    records = fence_records(h, 3, 500)
+    once, _ = replayed_image(h, records, None, 512)
+    plan = to_batches(records, 512)
+    last = h.next_offset + len(plan.records) - 1
+    steps = h.c.replay_in_steps(h.next_offset, plan.records, 0, 4)
+    while not h.c.image.applying:
+        next(steps)
+    for _ in range(50):
+        h.c.on_commit(last, 8)  # committed mid-apply
+    for _ in steps:
+        h.c.on_commit(last, 8)
+    assert h.c.image.to_dict() == once
