@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.integration.procs import wait_until
+
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
 IMG_DIR = REPO / "docs" / "img"
@@ -110,14 +112,5 @@ class Browser:
 
 
 def wait(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = fn()
-            if value:
-                return value
-        except Exception as e:  # noqa: BLE001 - retried until the deadline
-            last = e
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last})")
+    """procs.wait_until with the browser tests' argument order and a slower poll."""
+    return wait_until(fn, timeout, interval=interval, what=what)
