@@ -41,7 +41,7 @@ import msgpack
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kraft.security.certs import generate  # noqa: E402
-from kraft.security.client import client_security  # noqa: E402
+from kraft.security.client_security import client_security  # noqa: E402
 from kraft.security.credentials import TokenVerifier, load_credentials  # noqa: E402
 from tests.integration.flood_scenario import raise_open_files, run_flood_scenario  # noqa: E402
 from tests.unit.security.harness import register_unfenced, start_single  # noqa: E402

@@ -43,7 +43,7 @@ from broker_agent.lifecycle import (
 )
 from broker_agent.send_gate import CATCHING_UP, KEEP_SESSION, RECOVERING, REGISTER, SendGate
 from kraft.clock import mono_ms
-from kraft.security.client import NONE, ClientSecurity
+from kraft.security.client_security import NONE, ClientSecurity
 from metadata_log.image import MetadataImage
 from metadata_log.records import LATEST_METADATA_VERSION, METADATA_VERSION_FEATURE
 

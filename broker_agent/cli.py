@@ -27,7 +27,7 @@ from broker_agent.isr import IsrConfig
 from kraft.config import BROKER_KEYS, SECURITY_KEYS, ConfigError, load_config
 from kraft.logs import setup_logging
 from kraft.raft.config import RaftConfig
-from kraft.security.client import ClientSecurity, client_security, from_config
+from kraft.security.client_security import ClientSecurity, client_security, from_config
 from kraft.security.reload import Reloader
 
 log = logging.getLogger("broker_agent")

@@ -49,7 +49,7 @@ from broker_agent.heartbeat_channel import HeartbeatChannel
 from broker_agent.lifecycle import BrokerState
 from broker_agent.send_gate import SendGate
 from kraft.raft.config import RaftConfig
-from kraft.security.client import NONE, ClientSecurity
+from kraft.security.client_security import NONE, ClientSecurity
 
 log = logging.getLogger("broker_agent.fleet")
 

@@ -40,7 +40,7 @@ from kraft.raft.config import RaftConfig
 from kraft.raft.memory_log import MemoryLog
 from kraft.raft.state import ElectionState, LeaderAndEpoch
 from kraft.raft.transport import HttpTransport
-from kraft.security.client import NONE, ClientSecurity
+from kraft.security.client_security import NONE, ClientSecurity
 from metadata_log.batch import decode_records, iter_headers
 from metadata_log.errors import MetadataLogError
 from metadata_log.image import MetadataImage, PartitionRegistration

@@ -3,7 +3,7 @@
 Any controller URL works as a bootstrap: a NOT_CONTROLLER answer names the
 active controller (`leader_url`) and the call goes there next. Every call has a
 timeout; retries are bounded, with exponential backoff. With a ClientSecurity
-(kraft.security.client) calls go over TLS and carry the principal's token.
+(kraft.security.client_security) calls go over TLS and carry the principal's token.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from kraft.security.client import NONE, ClientSecurity
+from kraft.security.client_security import NONE, ClientSecurity
 
 
 @dataclass

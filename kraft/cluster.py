@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kraft.security.client import NONE, ClientSecurity, from_command_config, urllib_kwargs
+from kraft.security.client_security import NONE, ClientSecurity, from_command_config, urllib_kwargs
 
 T = TypeVar("T")
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from kraft.cluster import ClusterSpec, LocalCluster, http_json, wait_for
-from kraft.security.client import client_security
+from kraft.security.client_security import client_security
 
 SESSION_MS = 6000
 HEARTBEAT_MS = 1000
@@ -378,7 +378,7 @@ def _shown_metric(line: str) -> bool:
 def _get_text(url: str, cluster: LocalCluster) -> str:
     import urllib.request
 
-    from kraft.security.client import urllib_kwargs
+    from kraft.security.client_security import urllib_kwargs
 
     sec = cluster.security
     req = urllib.request.Request(url, headers=sec.headers)

@@ -15,7 +15,7 @@ because the `/v1` API has no equivalent a browser can poll cheaply:
 All of them read this node's committed state (a standby's too: the page works on
 every controller and survives the active controller's death). With
 `authorizer.enable=true` every `/ui` path needs the same credential as `/v1`
-(kraft.security.server answers a browser's first visit with a Basic challenge).
+(kraft.security.server_security answers a browser's first visit with a Basic challenge).
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def build_console_routes(source: ConsoleSource) -> list[web.RouteDef]:
         return _serve(request, f)
 
     async def session(request: web.Request) -> web.Response:
-        from kraft.security.server import PRINCIPAL, SECURITY
+        from kraft.security.server_security import PRINCIPAL, SECURITY
 
         sec = request.app.get(SECURITY)
         authorizer = None if sec is None else sec.authorizer

@@ -7,7 +7,7 @@ Raft body, or a body that is not the expected response. Retries are not made
 here: the core decides (it backs off and resends, bounded by its timers), so a
 lost request is reported once and quickly.
 
-With security configured (kraft.security.client), requests go over TLS (https
+With security configured (kraft.security.client_security), requests go over TLS (https
 peer URLs, verified against the truststore, the node's keystore presented for
 mTLS) and carry the node's Authorization header.
 """
@@ -28,7 +28,7 @@ from kraft.raft.messages import (
     message_from_wire,
     to_wire,
 )
-from kraft.security.client import NONE, ClientSecurity
+from kraft.security.client_security import NONE, ClientSecurity
 
 MSGPACK = "application/msgpack"
 # The response class of each request class (they share the endpoint name).

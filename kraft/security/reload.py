@@ -79,8 +79,8 @@ def stamps(paths: Iterable[str]) -> tuple[Stamp, ...]:
 
 
 class Reloadable(Protocol):
-    """A holder of security material (kraft.security.server.ServerSecurity,
-    kraft.security.client.ClientSecurity)."""
+    """A holder of security material (kraft.security.server_security.ServerSecurity,
+    kraft.security.client_security.ClientSecurity)."""
 
     def files(self) -> tuple[str, ...]: ...
 

@@ -17,7 +17,7 @@ query string, HTTP/1.0, `Connection` other than keep-alive, chunked bodies,
 `Expect`, `Upgrade`, a repeated or malformed header, a head over 8 KiB or a body
 over max.request.bytes. aiohttp then answers exactly as it would have. With the
 authorizer on, the front authenticates and authorizes as the middleware and the
-route do, in the same order and with the same code (kraft.security.server): the
+route do, in the same order and with the same code (kraft.security.server_security): the
 principal first (401), then the body, then the broker id's check (403).
 
 Requests on one connection are answered in order: while one waits for its
@@ -41,7 +41,7 @@ from aiohttp.http import SERVER_SOFTWARE
 
 from kraft.controller.errors import ApiError
 from kraft.controller.requests import BrokerHeartbeatRequest
-from kraft.security.server import Authenticator, ServerSecurity, check
+from kraft.security.server_security import Authenticator, ServerSecurity, check
 from kraft.server.http_codec import JSON, MSGPACK, decode_body, encode_reply, wants_msgpack
 from kraft.server.routes import HEARTBEAT, ControllerService, heartbeat_command
 

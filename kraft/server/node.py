@@ -501,7 +501,7 @@ class ControllerNode:
             raise ConfigError("give --voters or --bootstrap-controllers")
         self.listen = s.listen or voters[s.node_id]
         # TLS, authentication and authorization (issue 8); all off by default.
-        from kraft.security.server import ServerSecurity
+        from kraft.security.server_security import ServerSecurity
 
         self.security = ServerSecurity.from_config(s.config)
         scheme = self.security.scheme
@@ -603,7 +603,7 @@ class ControllerNode:
     # ----------------------------------------------------------------- lifecycle
 
     def build_app(self) -> web.Application:
-        from kraft.security.server import SECURITY, security_middleware
+        from kraft.security.server_security import SECURITY, security_middleware
 
         s = self.settings
         middlewares: list[Any] = [error_middleware]
@@ -1031,7 +1031,7 @@ async def learn_cluster_id(
     """The cluster id, from the first bootstrap controller that answers GET /v1/quorum."""
     import aiohttp
 
-    from kraft.security.client import from_config
+    from kraft.security.client_security import from_config
 
     sec = from_config(config)
     errors = []

@@ -28,7 +28,7 @@ from kraft.raft.core import (
     VOTER_NOT_FOUND,
     ReconfigError,
 )
-from kraft.security.server import authorize_admin
+from kraft.security.server_security import authorize_admin
 from kraft.server.api_spec import routes_from_spec
 from kraft.server.http_codec import read_body, reply
 from kraft.server.routes import not_controller

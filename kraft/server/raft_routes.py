@@ -32,7 +32,7 @@ from kraft.raft.messages import (
     message_from_wire,
     to_wire,
 )
-from kraft.security.server import authorize_raft
+from kraft.security.server_security import authorize_raft
 from kraft.server.http_codec import MSGPACK, read_body, reply
 
 _BY_ENDPOINT = {cls.ENDPOINT: cls for cls in REQUEST_TYPES}  # type: ignore[attr-defined]

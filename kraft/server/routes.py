@@ -9,7 +9,7 @@ a standby's committed image, `/v1/quorum`, `/metrics` and `/healthz` work anywhe
 Paths and methods come from the API table (kraft.server.api_spec). With the
 authorizer on, a broker's requests are checked against its own credential right
 after parsing (before a heartbeat counts as contact), admin operations need a
-super user (kraft.security.server); topic limits are checked before any record
+super user (kraft.security.server_security); topic limits are checked before any record
 is generated (kraft.controller.topic_policy).
 """
 
@@ -41,7 +41,7 @@ from kraft.controller.topic_policy import (
     check_topic_count,
 )
 from kraft.controller.views import describe_topic, list_brokers, list_topics, metadata_view
-from kraft.security.server import authorize_admin, authorize_broker
+from kraft.security.server_security import authorize_admin, authorize_broker
 from kraft.server.api_spec import openapi, routes_from_spec
 from kraft.server.http_codec import read_body, reply
 from metadata_log.image import MetadataImage

@@ -18,7 +18,7 @@ from typing import Any
 
 from kraft.client import AdminClient, ClientError
 from kraft.config import ConfigError
-from kraft.security.client import COMMAND_CONFIG_ENV, from_command_config
+from kraft.security.client_security import COMMAND_CONFIG_ENV, from_command_config
 
 DEFAULT_BOOTSTRAP = os.environ.get("KRAFT_BOOTSTRAP", "http://127.0.0.1:9093")
 

@@ -35,7 +35,7 @@ from typing import Any
 from kraft.client import AdminClient, ClientError
 from kraft.config import ConfigError
 from kraft.controller.placement import place_replicas
-from kraft.security.client import from_command_config
+from kraft.security.client_security import from_command_config
 from kraft.tools.admin import add_bootstrap
 
 PartitionKey = tuple[str, int]

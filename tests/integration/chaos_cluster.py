@@ -33,7 +33,7 @@ from typing import Any
 
 from kraft.cluster import ClusterSpec, LocalCluster, free_ports, http_json
 from kraft.security import certs as C
-from kraft.security.client import NONE, ClientSecurity
+from kraft.security.client_security import NONE, ClientSecurity
 from kraft.security.reload import Reloader
 from kraft.tools.netproxy import NetProxy
 

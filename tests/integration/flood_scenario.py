@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kraft.cluster import ClusterSpec, LocalCluster, free_ports, wait_for
-from kraft.security.client import NONE, ClientSecurity, from_command_config, urllib_kwargs
+from kraft.security.client_security import NONE, ClientSecurity, from_command_config, urllib_kwargs
 
 REPO = Path(__file__).resolve().parents[2]
 FLOOD_SOURCES = "127.0.0.2-127.0.0.9"

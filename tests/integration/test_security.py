@@ -15,7 +15,7 @@ import pytest
 
 from kraft.cluster import ClusterSpec, LocalCluster, http_json, wait_for
 from kraft.security.certs import generate
-from kraft.security.client import client_security
+from kraft.security.client_security import client_security
 from kraft.security.reload import Reloader
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

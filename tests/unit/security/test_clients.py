@@ -11,7 +11,7 @@ import pytest
 
 from kraft.config import BROKER_KEYS, ConfigError, load_config
 from kraft.security.certs import generate
-from kraft.security.client import from_command_config
+from kraft.security.client_security import from_command_config
 
 
 @pytest.fixture(scope="module")

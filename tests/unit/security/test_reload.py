@@ -26,7 +26,7 @@ from kraft.security.certs import (
     rotate_ca_finish,
     rotate_ca_start,
 )
-from kraft.security.client import client_security
+from kraft.security.client_security import client_security
 from kraft.security.reload import ReloadableContext, Reloader
 from tests.unit.security.harness import call, ctx, start_single, token
 

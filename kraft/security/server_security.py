@@ -29,7 +29,7 @@ from aiohttp import web
 from kraft.config import Config, ConfigError
 from kraft.controller.errors import ApiError
 from kraft.security.authz import Authorizer, parse_super_users
-from kraft.security.client import NONE, ClientSecurity, from_config
+from kraft.security.client_security import NONE, ClientSecurity, from_config
 from kraft.security.credentials import (
     CredentialsError,
     TokenVerifier,
