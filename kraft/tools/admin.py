@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kraft.client import AdminClient, ClientError
+from kraft.admin_client import AdminClient, ClientError
 from kraft.config import ConfigError
 from kraft.security.client_security import COMMAND_CONFIG_ENV, from_command_config
 

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kraft.client import AdminClient, ClientError
+from kraft.admin_client import AdminClient, ClientError
 from kraft.config import ConfigError
 from kraft.controller.placement import place_replicas
 from kraft.security.client_security import from_command_config

@@ -261,7 +261,7 @@ async def test_plaintext_to_the_tls_listener_fails_cleanly(node, certs, caplog) 
         assert not data.startswith(b"HTTP/1.1 200")  # no plaintext answer
         writer.close()
     # the admin client names the likely cause
-    from kraft.client import AdminClient, ClientError
+    from kraft.admin_client import AdminClient, ClientError
 
     async with AdminClient(f"http://{host}:{port}", timeout_s=2, max_attempts=1) as client:
         with pytest.raises(ClientError) as e:
