@@ -451,38 +451,46 @@ def _commands(
     racks: dict[int, str | None],
     shutting_done: set[int],
 ) -> tuple[tuple[Command, ...], int]:
-    """The commands that wrote one unit (the image is the state before it)."""
-    out: list[Command] = []
+    """The commands that wrote one unit (the image is the state before it), in
+    the order of their first records (a group-committed batch holds several
+    commands' records one after the other).
+
+    A broker's commands (and a topic's configs: enabling unclean election
+    elects) explain every partition change of their unit: the controller's
+    consequences. A topic's creation, deletion or new partitions write no
+    partition change, so a unit holding one and partition changes (a delete
+    group-committed with an AlterPartition) holds those as facts too."""
+    out: list[tuple[int, Command]] = []
     explained_partitions = False
-    topic_records = [r for r in records if type(r) is TopicRecord]
-    for r in records:
+    topic_records = [(i, r) for i, r in enumerate(records) if type(r) is TopicRecord]
+    for i, r in enumerate(records):
         match r:
             case RegisterBrokerRecord():
                 clean = r.broker_id in shutting_done and not any(
                     type(x) is PartitionChangeRecord for x in records
                 )
                 shutting_done.discard(r.broker_id)
-                out.append(Register(r, clean))
+                out.append((i, Register(r, clean)))
                 racks[r.broker_id] = r.rack
                 live.up(r.broker_id, t)
                 shutting.discard(r.broker_id)
                 explained_partitions = True
             case UnfenceBrokerRecord(id=b) | BrokerRegistrationChangeRecord(broker_id=b, fenced=-1):
-                out.append(Unfence(b))
+                out.append((i, Unfence(b)))
                 live.up(b, t)
                 explained_partitions = True
             case FenceBrokerRecord(id=b):
-                out.append(FenceMark(b))
+                out.append((i, FenceMark(b)))
                 shutting_done.discard(b)
                 live.down(b, t - live.session_timeout_ms)
                 explained_partitions = True
             case BrokerRegistrationChangeRecord(broker_id=b, in_controlled_shutdown=1):
-                out.append(ShutdownRequest(b))
+                out.append((i, ShutdownRequest(b)))
                 shutting.add(b)
                 live.down(b, t, controlled_shutdown=False)
                 explained_partitions = True
             case BrokerRegistrationChangeRecord(broker_id=b, fenced=1):
-                out.append(ShutdownNow(b))
+                out.append((i, ShutdownNow(b)))
                 if b not in shutting:  # shut down at once: the request was now
                     live.down(b, t, controlled_shutdown=False)
                 shutting.discard(b)
@@ -490,15 +498,14 @@ def _commands(
                 live.down(b, t, controlled_shutdown=True)
                 explained_partitions = True
             case UnregisterBrokerRecord(broker_id=b):
-                out.append(Unregister(b))
+                out.append((i, Unregister(b)))
                 live.down(b, t)
                 explained_partitions = True
             case RemoveTopicRecord(topic_id=tid):
-                out.append(DeleteTopic(tid))
-                explained_partitions = True
+                out.append((i, DeleteTopic(tid)))
             case _:
                 pass
-    for tr in topic_records:
+    for i, tr in topic_records:
         parts = sorted(
             (r for r in records if type(r) is PartitionRecord and r.topic_id == tr.topic_id),
             key=lambda p: p.partition_id,
@@ -510,45 +517,63 @@ def _commands(
             and r.resource_type == TOPIC_RESOURCE
             and r.resource_name == tr.name
         )
-        out.append(CreateTopic(tr.name, tr.topic_id, tuple(p.replicas for p in parts), configs))
-        explained_partitions = True
-    new_topics = {tr.topic_id for tr in topic_records}
-    added: dict[str, list[PartitionRecord]] = {}
-    for r in records:
+        out.append(
+            (i, CreateTopic(tr.name, tr.topic_id, tuple(p.replicas for p in parts), configs))
+        )
+    new_topics = {tr.topic_id for _, tr in topic_records}
+    added: dict[str, list[tuple[int, PartitionRecord]]] = {}
+    for i, r in enumerate(records):
         if type(r) is PartitionRecord and r.topic_id not in new_topics:
-            added.setdefault(r.topic_id, []).append(r)
+            added.setdefault(r.topic_id, []).append((i, r))
     for tid, parts in added.items():
-        parts.sort(key=lambda p: p.partition_id)
-        out.append(CreatePartitions(tid, tuple(p.replicas for p in parts)))
-        explained_partitions = True
-    topic_names = {tr.name for tr in topic_records}
+        parts.sort(key=lambda x: x[1].partition_id)
+        first = min(i for i, _ in parts)
+        out.append((first, CreatePartitions(tid, tuple(p.replicas for _, p in parts))))
+    topic_names = {tr.name for _, tr in topic_records}
     configs_by_name: dict[str, list[tuple[str, str | None]]] = {}
-    for r in records:
+    config_at: dict[str, int] = {}
+    for i, r in enumerate(records):
         if (
             type(r) is ConfigRecord
             and r.resource_type == TOPIC_RESOURCE
             and r.resource_name not in topic_names
         ):
             configs_by_name.setdefault(r.resource_name, []).append((r.name, r.value))
+            config_at.setdefault(r.resource_name, i)
     for name, cfg in configs_by_name.items():
-        out.append(AlterConfigs(name, tuple(cfg)))
+        out.append((config_at[name], AlterConfigs(name, tuple(cfg))))
         explained_partitions = True
     unexplained = 0
     if not explained_partitions:
-        unexplained = _partition_commands(records, image, out)
-    return tuple(out), unexplained
+        # what the topic commands above wrote is explained; the rest are
+        # partition changes written alone (or records no command explains)
+        rest = [
+            (i, r)
+            for i, r in enumerate(records)
+            if not (
+                type(r) in (TopicRecord, PartitionRecord, RemoveTopicRecord)
+                or (type(r) is ConfigRecord and r.resource_type == TOPIC_RESOURCE)
+            )
+        ]
+        unexplained = _partition_commands(rest, image, out)
+    out.sort(key=lambda x: x[0])  # stable: one record's commands keep their order
+    return tuple(cmd for _, cmd in out), unexplained
 
 
-def _partition_commands(records: list[Record], image: MetadataImage, out: list[Command]) -> int:
+def _partition_commands(
+    records: list[tuple[int, Record]], image: MetadataImage, out: list[tuple[int, Command]]
+) -> int:
     """Partition changes written alone: AlterPartitions, elections, reassignments.
 
     Only a partition's first change in the unit is a fact; later ones are the
-    controller's consequences (a reassignment completed by the ISR change)."""
+    controller's consequences (a reassignment completed by the ISR change).
+    Each command is placed at its first record's index in the unit."""
     elections: list[tuple[str, int, str]] = []
+    first_election = first_target = -1
     targets: list[tuple[str, int, tuple[int, ...] | None]] = []
     seen: set[tuple[str, int]] = set()
     unexplained = 0
-    for r in records:
+    for i, r in records:
         if type(r) is not PartitionChangeRecord:
             unexplained += 1
             continue
@@ -568,6 +593,7 @@ def _partition_commands(records: list[Record], image: MetadataImage, out: list[C
         ):
             target = _reassignment_target(r, p)
             if target is not False:
+                first_target = i if not targets else first_target
                 targets.append((r.topic_id, r.partition_id, target))  # type: ignore[arg-type]
                 continue
             if r.isr is not None:
@@ -576,7 +602,7 @@ def _partition_commands(records: list[Record], image: MetadataImage, out: list[C
                 asked = tuple(b for b in p.isr if b in r.isr or b in p.removing_replicas)
                 asked += tuple(b for b in r.isr if b not in p.isr)
                 out.append(
-                    AlterIsr(r.topic_id, r.partition_id, p.isr, asked, r.leader_recovery_state)
+                    (i, AlterIsr(r.topic_id, r.partition_id, p.isr, asked, r.leader_recovery_state))
                 )
                 continue
         if r.leader == NO_LEADER_CHANGE or r.leader == p.leader:
@@ -585,15 +611,16 @@ def _partition_commands(records: list[Record], image: MetadataImage, out: list[C
                 continue
             new_isr = p.isr if r.isr is None else r.isr
             out.append(
-                AlterIsr(r.topic_id, r.partition_id, p.isr, new_isr, r.leader_recovery_state)
+                (i, AlterIsr(r.topic_id, r.partition_id, p.isr, new_isr, r.leader_recovery_state))
             )
             continue
         kind = "unclean" if r.leader >= 0 and r.leader not in p.isr else "preferred"
+        first_election = i if not elections else first_election
         elections.append((r.topic_id, r.partition_id, kind))
     if elections:
-        out.append(AdminElect(tuple(elections)))
+        out.append((first_election, AdminElect(tuple(elections))))
     if targets:
-        out.append(Reassign(tuple(targets)))
+        out.append((first_target, Reassign(tuple(targets))))
     return unexplained
 
 
