@@ -38,7 +38,7 @@ test-random: install
 # The live story on a real local cluster (about a minute), then spark-replay's summary.
 # SECURE=1: the same with TLS and authentication on (certificates in the demo's data dir).
 demo: install
-	$(BIN)/python -m kraft.demo $(if $(filter 1 true yes,$(SECURE)),--secure,)
+	$(BIN)/python -m kraft.local.demo $(if $(filter 1 true yes,$(SECURE)),--secure,)
 
 # A local CA, per-node certificates, tokens and ready configs (README "Security").
 CERTS_DIR ?= certs

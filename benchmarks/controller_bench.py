@@ -78,7 +78,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kraft.cluster import free_ports  # noqa: E402
+from kraft.local.cluster import free_ports  # noqa: E402
 
 MSGPACK = "application/msgpack"
 FENCES_TOTAL = "kafka_controller_controllerstats_brokerfences_total"

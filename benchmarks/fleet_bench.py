@@ -1,6 +1,6 @@
 """Fleet benchmark (issue 5): prints one JSON object.
 
-Real processes on 127.0.0.1: 3 `kraft controller` (kraft.cluster.LocalCluster,
+Real processes on 127.0.0.1: 3 `kraft controller` (kraft.local.cluster.LocalCluster,
 fsync on, Kafka's default timeouts) and ONE `broker-agent fleet --count K`
 process (default K = 2,000 agents sharing one connection pool and one metadata
 observer; the seeded lag model is on, as it is in fleets by default). Phases:
@@ -65,7 +65,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kraft.cluster import ClusterSpec, LocalCluster, Node, free_ports, http_json  # noqa: E402
+from kraft.local.cluster import ClusterSpec, LocalCluster, Node, free_ports, http_json  # noqa: E402
 from metadata_log.records import FenceBrokerRecord  # noqa: E402
 from metadata_log.replay import METADATA_DIR_NAME, iter_file_batches, segment_files  # noqa: E402
 

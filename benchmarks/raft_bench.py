@@ -51,7 +51,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kraft.cluster import free_ports  # noqa: E402
+from kraft.local.cluster import free_ports  # noqa: E402
 
 FETCH_TIMEOUT_MS = 2000
 

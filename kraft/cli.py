@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     from kraft.tools import reassign
 
     reassign.register(sub)
-    from kraft import cluster
+    from kraft.local import cluster
 
     cluster.register(sub)
     from kraft.security import certs
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_certs(args)
     if args.command == "cluster":
-        from kraft.cluster import run as run_cluster
+        from kraft.local.cluster import run as run_cluster
 
         return run_cluster(args)
     raise AssertionError(args.command)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from kraft.cluster import ClusterSpec, LocalCluster
+from kraft.local.cluster import ClusterSpec, LocalCluster
 from kraft.security.credentials import hash_secret
 from tests.browser.browser import LAPTOP, PHONE, Browser, wait
 from tests.integration.procs import free_ports

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kraft.cluster import ClusterSpec, LocalCluster, free_ports, http_json
+from kraft.local.cluster import ClusterSpec, LocalCluster, free_ports, http_json
 from kraft.security import certs as C
 from kraft.security.client_security import NONE, ClientSecurity
 from kraft.security.reload import Reloader

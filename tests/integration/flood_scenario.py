@@ -33,7 +33,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kraft.cluster import ClusterSpec, LocalCluster, free_ports, wait_for
+from kraft.local.cluster import ClusterSpec, LocalCluster, free_ports, wait_for
 from kraft.security.client_security import NONE, ClientSecurity, from_command_config, urllib_kwargs
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 # Re-exported: the integration tests take their ports from here.
-from kraft.cluster import free_ports as free_ports
+from kraft.local.cluster import free_ports as free_ports
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]

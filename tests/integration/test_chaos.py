@@ -46,8 +46,8 @@ from typing import Any
 
 import pytest
 
-from kraft.cluster import wait_for
 from kraft.controller.views import metadata_view
+from kraft.local.cluster import wait_for
 from kraft.security.client_security import NONE, ClientSecurity
 from metadata_log.records import LeaderChangeMessage, RemoveTopicRecord, TopicRecord
 from metadata_log.replay import iter_file_batches, metadata_dir, replay_log, segment_files

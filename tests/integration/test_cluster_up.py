@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kraft.cluster import http_json, wait_for
+from kraft.local.cluster import http_json, wait_for
 
 pytestmark = pytest.mark.integration
 

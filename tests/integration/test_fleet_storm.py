@@ -7,7 +7,7 @@ registrations and heartbeats are in flight.
 
 `benchmarks/fleet_bench.py --storm` runs the same at 10,000 agents, with and
 without the active controller killed mid-storm, and reports the times.
-Every process is started here (kraft.cluster.LocalCluster) and stopped by pid.
+Every process is started here (kraft.local.cluster.LocalCluster) and stopped by pid.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from kraft.cluster import ClusterSpec, LocalCluster, Node, free_ports, http_json
+from kraft.local.cluster import ClusterSpec, LocalCluster, Node, free_ports, http_json
 from tests.integration.procs import wait_until
 
 pytestmark = pytest.mark.integration

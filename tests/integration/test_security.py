@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kraft.cluster import ClusterSpec, LocalCluster, http_json, wait_for
+from kraft.local.cluster import ClusterSpec, LocalCluster, http_json, wait_for
 from kraft.security.certs import generate
 from kraft.security.client_security import client_security
 from kraft.security.reload import Reloader

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kraft.cluster import ClusterSpec, LocalCluster, _parse_override
+from kraft.local.cluster import ClusterSpec, LocalCluster, _parse_override
 from kraft.server.metrics import GAUGES, ControllerMetrics
 
 

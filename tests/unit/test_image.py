@@ -6,7 +6,6 @@ import uuid
 
 import pytest
 
-from kraft.story import cluster_story, story_image
 from metadata_log.image import (
     BrokerRegistration,
     MetadataImage,
@@ -34,6 +33,7 @@ from metadata_log.records import (
 )
 from metadata_log.replay import read_snapshot_image
 from metadata_log.snapshot import SnapshotId, read_snapshot, write_snapshot
+from tests.story import cluster_story, story_image
 
 
 @pytest.fixture(scope="module")

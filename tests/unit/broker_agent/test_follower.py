@@ -12,12 +12,12 @@ from kraft.raft.config import RaftConfig
 from kraft.raft.core import RaftCore
 from kraft.raft.memory_log import MemoryLog
 from kraft.raft.state import ElectionState
-from kraft.story import cluster_story, story_image
 from metadata_log.batch import decode_records, encode_batch, iter_headers
 from metadata_log.errors import MetadataLogError
 from metadata_log.image import MetadataImage
 from metadata_log.records import NoOpRecord, SnapshotFooter, SnapshotHeader
 from metadata_log.snapshot import SnapshotId
+from tests.story import cluster_story, story_image
 
 CLUSTER = "test-cluster"
 LEADER = 1

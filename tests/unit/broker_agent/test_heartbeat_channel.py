@@ -14,7 +14,7 @@ import msgpack
 import pytest
 
 from broker_agent.heartbeat_channel import ChannelError, HeartbeatChannel
-from kraft.cluster import free_ports
+from kraft.local.cluster import free_ports
 
 Answer = Callable[[dict[str, Any], asyncio.StreamWriter], Awaitable[None]]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kraft.cluster import free_ports
+from kraft.local.cluster import free_ports
 from kraft.raft.client import CommittedBatch, RaftClient
 from kraft.raft.config import RaftConfig
 from kraft.raft.file_log_adapter import FileReplicatedLog

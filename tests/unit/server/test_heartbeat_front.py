@@ -15,8 +15,8 @@ import msgpack
 import pytest
 from aiohttp import web
 
-from kraft.cluster import free_ports
 from kraft.controller.errors import ApiError
+from kraft.local.cluster import free_ports
 from kraft.server.heartbeat_front import HeartbeatFronts
 from kraft.server.http_codec import error_middleware
 from kraft.server.limits import GuardedSite, body_middleware

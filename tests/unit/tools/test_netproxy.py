@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kraft.cluster import free_ports
+from kraft.local.cluster import free_ports
 from kraft.tools.netproxy import NetProxy
 
 

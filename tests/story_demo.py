@@ -2,7 +2,7 @@
 
 The log is written through metadata_log's FileLog (segments, index, epoch cache,
 fsync), snapshotted, and printed with `kraft dump-log`, then replayed back into a
-MetadataImage whose final state is printed. Run: `python -m kraft.story_demo [--data-dir DIR]`.
+MetadataImage whose final state is printed. Run: `python -m tests.story_demo [--data-dir DIR]`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from kraft.story import StoryBatch, cluster_story, story_image
 from kraft.tools.dump_log import run as dump_log
 from metadata_log.batch import encode_batch
 from metadata_log.log import FileLog
 from metadata_log.replay import METADATA_DIR_NAME, replay_log
 from metadata_log.snapshot import SnapshotId, write_snapshot
+from tests.story import StoryBatch, cluster_story, story_image
 
 
 def write_story(data_dir: Path, batches: list[StoryBatch]) -> Path:

@@ -22,7 +22,7 @@ authentication on: `kraft certs` material in DATA_DIR/certs, every listener on
 https, every controller and broker with its own credential, the demo itself
 acting as `admin`; step 1 also shows a forged heartbeat refused.
 
-Run: `python -m kraft.demo [--data-dir DIR] [--keep] [--secure]`. Each step prints what it
+Run: `python -m kraft.local.demo [--data-dir DIR] [--keep] [--secure]`. Each step prints what it
 waits for and how long it took; a step that does not happen in time fails the
 demo with a message naming it (exit 1).
 """
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kraft.cluster import ClusterSpec, LocalCluster, http_json, wait_for
+from kraft.local.cluster import ClusterSpec, LocalCluster, http_json, wait_for
 from kraft.security.client_security import client_security
 
 SESSION_MS = 6000
