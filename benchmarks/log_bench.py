@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from metadata_log.batch import decode_records, encode_batch, iter_headers  # noqa: E402
-from metadata_log.log import FileLog  # noqa: E402
+from metadata_log.file_log import FileLog  # noqa: E402
 from metadata_log.records import (  # noqa: E402
     NO_LEADER_CHANGE,
     BrokerFeature,

@@ -49,7 +49,7 @@ import pyarrow as pa
 from metadata_log.errors import MetadataLogError
 from metadata_log.kafka.batch import CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC, parse_header
 from metadata_log.kafka.reader import decoded_records, iter_native_batches, native_records
-from metadata_log.kafka.records import NATIVE_FIELDS, UnmodelledKafkaRecord, to_native
+from metadata_log.kafka.record_serde import NATIVE_FIELDS, UnmodelledKafkaRecord, to_native
 from metadata_log.records import Record, record_fields
 from spark_replay.decode import (
     _BOOL,
@@ -115,7 +115,7 @@ _SPAN = HEADER_SIZE + len(NOOP_RECORD)  # the bytes compared per batch
 _NOOP = np.frombuffer(NOOP_RECORD, np.uint8)
 _LEN = struct.Struct(">i").unpack_from
 # The hot record types by Kafka's name, each as a native record of the latest
-# version (every field; metadata_log.kafka.records.NATIVE_FIELDS gives them).
+# version (every field; metadata_log.kafka.record_serde.NATIVE_FIELDS gives them).
 _HOT_BY_NAME = {"PartitionChangeRecord": _PCR, "PartitionRecord": _PR}
 assert set(_HOT_BY_NAME) <= set(NATIVE_FIELDS)
 

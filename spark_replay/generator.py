@@ -135,7 +135,7 @@ class FileLogWriter:
     the generator writes a finished log, not a live one."""
 
     def __init__(self, directory: Path, segment_bytes: int) -> None:
-        from metadata_log.log import FileLog
+        from metadata_log.file_log import FileLog
 
         self.directory = directory
         self.log = FileLog.open(directory, segment_bytes=segment_bytes)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kraft.tools.dump_log import run as dump_log
 from metadata_log.batch import encode_batch
-from metadata_log.log import FileLog
+from metadata_log.file_log import FileLog
 from metadata_log.replay import METADATA_DIR_NAME, replay_log
 from metadata_log.snapshot import SnapshotId, write_snapshot
 from tests.story import StoryBatch, cluster_story, story_image

@@ -38,7 +38,7 @@ from pathlib import Path
 from metadata_log.batch import BatchHeader
 from metadata_log.checkpoints import fsync_dir
 from metadata_log.errors import LogFatalError
-from metadata_log.log import FileLog, segment_file_name
+from metadata_log.file_log import FileLog, segment_file_name
 from metadata_log.snapshot import (
     SnapshotId,
     delete_snapshots_before,

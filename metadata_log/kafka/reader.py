@@ -24,7 +24,7 @@ from metadata_log.kafka.batch import (
     parse_header,
     records_of,
 )
-from metadata_log.kafka.records import (
+from metadata_log.kafka.record_serde import (
     KafkaRecord,
     UnknownKafkaRecordError,
     UnmodelledKafkaRecord,

@@ -17,7 +17,7 @@ from pathlib import Path
 from metadata_log.errors import MetadataLogError
 from metadata_log.image import MetadataImage
 from metadata_log.kafka.reader import iter_file, iter_native_batches
-from metadata_log.kafka.records import UnmodelledKafkaRecord
+from metadata_log.kafka.record_serde import UnmodelledKafkaRecord
 from metadata_log.records import NoOpRecord, SnapshotFooter, SnapshotHeader
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files
 

@@ -33,7 +33,7 @@ import crc32c
 from metadata_log.batch import decode_records, iter_headers
 from metadata_log.kafka.batch import ATTR_CONTROL, HEADER, MAGIC
 from metadata_log.kafka.message import in_range, uuid_text
-from metadata_log.kafka.records import CONTROL_KEY, FRAME_VERSION, SECURITY_PROTOCOLS
+from metadata_log.kafka.record_serde import CONTROL_KEY, FRAME_VERSION, SECURITY_PROTOCOLS
 from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
 from metadata_log.records import Record, is_control
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files

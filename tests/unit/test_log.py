@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from metadata_log import log as log_module
+from metadata_log import file_log as log_module
 from metadata_log.batch import decode_batches, encode_batch
 from metadata_log.checkpoints import CheckpointFormatError
 from metadata_log.epoch_cache import LeaderEpochCache
 from metadata_log.errors import CorruptBatchError, LogFatalError, OffsetOutOfRangeError
-from metadata_log.log import (
+from metadata_log.file_log import (
     INDEX_ENTRY,
     LEADER_EPOCH_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,

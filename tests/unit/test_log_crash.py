@@ -15,7 +15,7 @@ import pytest
 
 from metadata_log.batch import decode_batches, encode_batch
 from metadata_log.errors import CorruptBatchError
-from metadata_log.log import FileLog, segment_file_name
+from metadata_log.file_log import FileLog, segment_file_name
 from metadata_log.records import (
     BrokerRegistrationChangeRecord,
     Endpoint,

@@ -27,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from metadata_log.batch import encode_batch, iter_headers
 from metadata_log.errors import OffsetOutOfRangeError
-from metadata_log.log import FileLog, segment_file_name
+from metadata_log.file_log import FileLog, segment_file_name
 from metadata_log.records import NoOpRecord, PartitionChangeRecord
 
 SEGMENT_BYTES = 300

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from metadata_log.kafka.batch import iter_batch_headers, raw_records, records_of
-from metadata_log.kafka.records import decode_value
+from metadata_log.kafka.record_serde import decode_value
 from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
 from metadata_log.kafka.writer import encode_batch, encode_control, encode_metadata_value
 

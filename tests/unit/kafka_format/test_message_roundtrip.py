@@ -14,7 +14,7 @@ from metadata_log.kafka.batch import iter_batch_headers, raw_records, records_of
 from metadata_log.kafka.compiled import compile_message
 from metadata_log.kafka.message import decode_message
 from metadata_log.kafka.reader import iter_batches
-from metadata_log.kafka.records import decode_value
+from metadata_log.kafka.record_serde import decode_value
 from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
 from metadata_log.kafka.writer import encode_struct
 from tests.unit.kafka_format import wire_encoder

@@ -14,7 +14,7 @@ import pytest
 
 from metadata_log.image import MetadataImage
 from metadata_log.kafka.reader import detect_format, iter_file, iter_log, read_cluster_id
-from metadata_log.kafka.records import UnmodelledKafkaRecord
+from metadata_log.kafka.record_serde import UnmodelledKafkaRecord
 from metadata_log.records import PartitionChangeRecord, SnapshotFooter, SnapshotHeader
 from tests.unit.kafka_format.independent import assert_reencodes_exactly, independent_counts
 

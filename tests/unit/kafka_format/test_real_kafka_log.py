@@ -15,7 +15,7 @@ import pytest
 
 from metadata_log.image import MetadataImage
 from metadata_log.kafka.reader import iter_batches
-from metadata_log.kafka.records import UnmodelledKafkaRecord
+from metadata_log.kafka.record_serde import UnmodelledKafkaRecord
 from metadata_log.records import BrokerRegistrationChangeRecord, PartitionChangeRecord
 from tests.unit.kafka_format.independent import assert_reencodes_exactly, independent_counts
 

@@ -18,7 +18,7 @@ from metadata_log.kafka.reader import (
     log_files,
     read_cluster_id,
 )
-from metadata_log.kafka.records import decode_record as decode_kafka_record
+from metadata_log.kafka.record_serde import decode_record as decode_kafka_record
 from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
 from metadata_log.kafka.writer import (
     encode_control,
