@@ -20,12 +20,24 @@ Kafka's names where Kafka has one:
   host's one connection to the back of a long line. It waits at most the head
   deadline, then is refused.
 - `connections.request.head.timeout.ms` (10 s): a connection that has not
-  completed a request head (TLS handshake included) this long after it was
-  admitted is closed.
+  completed a request head (TLS handshake included) this long after it started
+  is closed.
+- TLS handshakes at once (`max_handshakes`, the TLS listener's bound): a
+  handshake costs ~1 ms of the event loop's CPU, so 10,000 brokers connecting at
+  once held the loop for seconds: the head deadline passed for thousands, their
+  connections were evicted and re-opened (the reconnect storm doing it all again)
+  and Raft went unanswered long enough for leadership to churn (issue 25). An
+  admitted connection starts its handshake when one of `max_handshakes` slots is
+  free, and waits in line (oldest first) otherwise, up to the head timeout; its
+  head deadline is then counted from the handshake's start, so waiting in line
+  never makes a finished handshake worthless. A slot is freed when the handshake
+  ends, or after `handshake_slot_ms` (a peer that stalls its handshake must not
+  hold a slot: its handshake goes on, bounded by the head deadline).
 - The voters' hosts (Raft peers, known from the voter set) are exempt from the
   per-IP limit and the creation rate, and when the listener is full of
   established connections they may go over `max.connections` by a reserved room:
-  capacity no client can use up.
+  capacity no client can use up. Their connections never wait for a handshake
+  slot either: Raft is served first.
 
 Pure: connection ids are the shell's ints, time is `now_ms`, and whether a
 connection has completed a request is asked of the `established` predicate
@@ -84,6 +96,8 @@ class ConnectionQuotaConfig:
     per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
     max_connection_creation_rate: int = UNLIMITED  # per second, for the listener
     request_head_timeout_ms: int = 10_000
+    max_handshakes: int = UNLIMITED  # connections starting (TLS handshakes) at once
+    handshake_slot_ms: int = 250  # how long a handshake holds its slot at most
 
     @classmethod
     def from_settings(cls, settings: Any) -> ConnectionQuotaConfig:
@@ -123,7 +137,7 @@ _NOTHING = QuotaActions()
 @dataclass
 class _Conn:
     ip: str
-    since_ms: int  # admitted (open) or accepted (waiting)
+    since_ms: int  # started (open), admitted (queued for a slot) or accepted (waiting)
     protected: bool
 
 
@@ -142,8 +156,11 @@ class ConnectionQuotas:
         self._protected: frozenset[str] = frozenset()
         self.set_protected_hosts(protected_hosts)
         self._open: dict[int, _Conn] = {}
-        # Open connections not yet known to be established, oldest first.
+        # Open connections not yet known to be established (queued for a handshake
+        # slot or started), by since_ms, oldest first.
         self._unestablished: OrderedDict[int, None] = OrderedDict()
+        self._queued: OrderedDict[int, None] = OrderedDict()  # open, not started, oldest first
+        self._slots: dict[int, int] = {}  # started, handshake under way -> slot ends (ms)
         self._waiting: OrderedDict[int, _Conn] = OrderedDict()  # oldest first
         self._waiting_by_ip: dict[str, deque[int]] = {}
         self._turns: deque[str] = deque()  # hosts with waiting connections, round-robin
@@ -151,6 +168,7 @@ class ConnectionQuotas:
         self._rate = max(1, config.max_connection_creation_rate)
         self._tokens = float(self._rate)  # a full bucket: one second's worth
         self._refilled_ms = now_ms
+        self._last_ms = now_ms  # the latest time this core was told
         self.refused = dict.fromkeys(REFUSAL_REASONS, 0)
         self.evicted = dict.fromkeys(EVICTION_REASONS, 0)
         self.admitted = 0
@@ -164,6 +182,16 @@ class ConnectionQuotas:
     @property
     def waiting_count(self) -> int:
         return len(self._waiting)
+
+    @property
+    def queued_count(self) -> int:
+        """Open connections waiting for a handshake slot."""
+        return len(self._queued)
+
+    @property
+    def handshaking_count(self) -> int:
+        """Handshakes holding a slot."""
+        return len(self._slots)
 
     @property
     def room(self) -> int:
@@ -196,12 +224,15 @@ class ConnectionQuotas:
             times.append(first_waiting.since_ms + timeout)
             missing = max(0.0, 1.0 - self._tokens)
             times.append(self._refilled_ms + int(missing * 1000 / self._rate) + 1)
+        if self._queued and self._slots:
+            times.append(min(self._slots.values()))
         return min(times) if times else None
 
     # ------------------------------------------------------------ events
 
     def on_accept(self, conn_id: int, ip: str, now_ms: int) -> QuotaActions:
         """A new TCP connection from `ip`: admit it, make it wait, or refuse it."""
+        self._last_ms = max(self._last_ms, now_ms)
         protected = ip in self._protected
         if not protected and self.connections_of(ip) >= self.limit_of(ip):
             self.refused[MAX_CONNECTIONS_PER_IP] += 1
@@ -218,18 +249,33 @@ class ConnectionQuotas:
         self._wait(conn_id, ip, now_ms)
         return _NOTHING
 
-    def on_closed(self, conn_id: int) -> None:
-        """The connection is gone (closed by either side, or refused). Idempotent."""
+    def on_ready(self, conn_id: int, now_ms: int) -> QuotaActions:
+        """Its transport is ready (the TLS handshake completed): its slot goes to the
+        next in line."""
+        if self._slots.pop(conn_id, None) is None:
+            return _NOTHING
+        return self._start_queued(now_ms)
+
+    def on_closed(self, conn_id: int, now_ms: int | None = None) -> QuotaActions:
+        """The connection is gone (closed by either side, or refused). Idempotent.
+        Its handshake slot, if it held one, goes to the next in line (started at
+        `now_ms`; without it, at the last time this core was told)."""
         conn = self._open.pop(conn_id, None)
         if conn is not None:
             self._unestablished.pop(conn_id, None)
+            self._queued.pop(conn_id, None)
         else:
             conn = self._waiting.pop(conn_id, None)  # its per-host queue entry goes lazily
         if conn is not None:
             self._forget(conn.ip)
+        if self._slots.pop(conn_id, None) is None:
+            return _NOTHING
+        return self._start_queued(self._last_ms if now_ms is None else now_ms)
 
     def poll(self, now_ms: int) -> QuotaActions:
-        """Head deadlines, waiting connections' deadlines, and tokens for the waiting."""
+        """Head deadlines, waiting connections' deadlines, tokens for the waiting,
+        handshake slots for the queued."""
+        self._last_ms = max(self._last_ms, now_ms)
         evict: list[tuple[int, str]] = []
         refuse: list[tuple[int, str]] = []
         admit: list[int] = []
@@ -243,6 +289,8 @@ class ConnectionQuotas:
                 self._drop_open(conn_id)
                 self.evicted[HEAD_TIMEOUT] += 1
                 evict.append((conn_id, HEAD_TIMEOUT))
+        if self._queued:  # slots held past handshake_slot_ms are free again
+            admit.extend(self._start_queued(now_ms).admit)
         while self._waiting:
             conn_id, conn = next(iter(self._waiting.items()))
             if conn.since_ms + timeout > now_ms:
@@ -292,7 +340,40 @@ class ConnectionQuotas:
         if not counted:
             self._per_ip[conn.ip] = self._per_ip.get(conn.ip, 0) + 1
         self.admitted += 1
+        if not conn.protected and (self._queued or not self._free_slot(now_ms)):
+            self._queued[conn_id] = None  # its turn comes with a free slot
+            return QuotaActions(evict=tuple(evict))
+        self._take_slot(conn_id, conn, now_ms)
         return QuotaActions(admit=(conn_id,), evict=tuple(evict))
+
+    def _take_slot(self, conn_id: int, conn: _Conn, now_ms: int) -> None:
+        """It starts now: its head deadline counts from here (a connection that
+        waited in line has lost nothing); a voter's takes no slot."""
+        if conn.since_ms != now_ms and conn_id in self._unestablished:
+            conn.since_ms = now_ms
+            self._unestablished.move_to_end(conn_id)  # since_ms order holds
+        if not conn.protected and self.config.max_handshakes < UNLIMITED:
+            self._slots[conn_id] = now_ms + self.config.handshake_slot_ms
+
+    def _free_slot(self, now_ms: int) -> bool:
+        """Is a handshake slot free at `now_ms` (slots held past handshake_slot_ms
+        are given up first)?"""
+        if len(self._slots) < self.config.max_handshakes:
+            return True
+        for conn_id in [c for c, until in self._slots.items() if until <= now_ms]:
+            del self._slots[conn_id]
+        return len(self._slots) < self.config.max_handshakes
+
+    def _start_queued(self, now_ms: int) -> QuotaActions:
+        """Start the oldest queued connections while slots are free."""
+        self._last_ms = max(self._last_ms, now_ms)
+        now_ms = self._last_ms  # since_ms never goes back: the deadline order holds
+        admit: list[int] = []
+        while self._queued and self._free_slot(now_ms):
+            conn_id, _ = self._queued.popitem(last=False)
+            self._take_slot(conn_id, self._open[conn_id], now_ms)
+            admit.append(conn_id)
+        return QuotaActions(admit=tuple(admit)) if admit else _NOTHING
 
     def _oldest_unestablished(self) -> int | None:
         while self._unestablished:
@@ -303,6 +384,8 @@ class ConnectionQuotas:
 
     def _drop_open(self, conn_id: int) -> None:
         conn = self._open.pop(conn_id)
+        self._queued.pop(conn_id, None)
+        self._slots.pop(conn_id, None)
         self._forget(conn.ip)
 
     def _forget(self, ip: str) -> None:

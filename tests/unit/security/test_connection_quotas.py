@@ -306,3 +306,145 @@ def test_random_walks_keep_counts_and_limits(seed: int) -> None:
         assert h.q.open_count <= h.q.config.max_connections + h.q.room
         non_voter = sum(1 for c in h.open if ip_of[c] != VOTER)
         assert non_voter <= h.q.config.max_connections
+
+
+# ------------------------------------------------------------ TLS handshake slots
+
+
+class Slots(Harness):
+    """A TLS listener's core: `started` is what the shell would give a transport
+    (a handshake under way), `queued` what waits in line for a slot."""
+
+    def __init__(self, **config: object) -> None:
+        super().__init__(**config)
+        self.started: list[int] = []
+
+    def apply(self, actions: QuotaActions) -> QuotaActions:
+        self.started.extend(actions.admit)
+        for conn_id, _ in actions.evict:
+            self.open.discard(conn_id)
+        self.open.update(actions.admit)
+        return actions
+
+    def accept(self, ip: str = "1.1.1.1") -> int:
+        conn_id = next(self.ids)
+        self.apply(self.q.on_accept(conn_id, ip, self.now))
+        return conn_id
+
+
+def test_handshakes_beyond_the_bound_wait_in_line_and_start_as_slots_free() -> None:
+    h = Slots(max_handshakes=2)
+    a, b, c, d = (h.accept() for _ in range(4))
+    assert h.started == [a, b] and h.q.queued_count == 2 and h.q.open_count == 4
+    assert h.q.handshaking_count == 2
+    assert h.apply(h.q.on_ready(a, h.now)).admit == (c,)  # a's handshake ended
+    assert h.apply(h.q.on_closed(b, h.now)).admit == (d,)  # b's failed
+    assert h.q.on_ready(a, h.now) == QuotaActions()  # (twice: nothing more)
+    assert h.q.queued_count == 0 and h.q.handshaking_count == 2
+
+
+def test_the_head_deadline_counts_from_the_handshake_start_not_the_wait() -> None:
+    """Waiting in line never makes a handshake worthless: a queued connection's head
+    deadline starts when its handshake does."""
+    h = Slots(max_handshakes=1, request_head_timeout_ms=1_000, handshake_slot_ms=5_000)
+    a = h.accept()
+    h.tick(900)
+    b = h.accept()  # queued at 1_900
+    assert h.started == [a]
+    h.tick(50)
+    h.apply(h.q.on_ready(a, h.now))  # b starts at 1_950
+    assert h.started == [a, b]
+    assert h.tick(50).evict == ((a, HEAD_TIMEOUT),)  # a: 1_000 + 1_000
+    assert h.tick(949) == QuotaActions()
+    assert h.tick(1).evict == ((b, HEAD_TIMEOUT),)  # b: 1_950 + 1_000, not 1_900 + 1_000
+
+
+def test_a_connection_waits_in_line_at_most_the_head_timeout() -> None:
+    h = Slots(max_handshakes=1, request_head_timeout_ms=1_000, handshake_slot_ms=5_000)
+    a, b = h.accept(), h.accept()
+    assert h.started == [a] and h.q.queued_count == 1
+    out = h.tick(1_000)
+    assert set(out.evict) == {(a, HEAD_TIMEOUT), (b, HEAD_TIMEOUT)}
+    assert h.q.queued_count == 0 and h.q.open_count == 0 and h.q.connections_of("1.1.1.1") == 0
+
+
+def test_a_stalled_handshake_gives_its_slot_up_after_handshake_slot_ms() -> None:
+    """A peer that stalls its handshake holds no slot for long (its handshake goes on,
+    bounded by the head deadline)."""
+    h = Slots(max_handshakes=1, handshake_slot_ms=250)
+    a, b = h.accept(), h.accept()
+    assert h.q.next_deadline_ms() == h.now + 250
+    assert h.tick(249) == QuotaActions()
+    assert h.tick(1).admit == (b,)
+    assert h.started == [a, b] and a in h.open  # a is not closed for it
+    c = h.accept()  # b holds the only slot
+    assert h.started == [a, b]
+    h.tick(250)
+    assert h.started == [a, b, c]
+
+
+def test_voters_connections_never_wait_for_a_slot() -> None:
+    h = Slots(max_handshakes=1)
+    a, b = h.accept(), h.accept()
+    v = h.accept(VOTER)
+    assert h.started == [a, v] and h.q.queued_count == 1 and b not in h.started
+    assert h.q.handshaking_count == 1  # a voter's handshake takes no slot
+
+
+def test_at_max_connections_a_queued_connection_is_evicted_like_any_half_open_one() -> None:
+    h = Slots(max_connections=3, max_handshakes=1)
+    a, b, c = h.accept(), h.accept(), h.accept()
+    h.established.add(a)
+    d = h.accept()  # evicts b: the oldest without a request
+    assert h.q.evicted[MAX_CONNECTIONS] == 1 and b not in h.open
+    assert h.q.queued_count == 2  # c and d still in line behind a's slot
+    assert h.apply(h.q.on_ready(a, h.now)).admit == (c,)
+    assert h.q.open_count == 3 and d not in h.started
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_walks_keep_the_handshake_bound(seed: int) -> None:
+    """Accepts from a few hosts (a voter's among them), handshakes ending or failing,
+    closes and time: non-voter handshakes under way never exceed the bound, the line
+    only forms when the slots are full, and every open connection is started or in
+    line, never both."""
+    rng = random.Random(seed)
+    bound = rng.randint(1, 4)
+    h = Slots(
+        max_connections=rng.randint(3, 12),
+        max_handshakes=bound,
+        handshake_slot_ms=rng.randint(10, 500),
+        request_head_timeout_ms=rng.randint(100, 2000),
+    )
+    hosts = ["1.1.1.1", "2.2.2.2", VOTER]
+    ip_of: dict[int, str] = {}
+    handshaking: dict[int, int] = {}  # started non-voter handshakes -> start time
+    for _ in range(800):
+        before = set(h.started)
+        r = rng.random()
+        if r < 0.4:
+            ip = rng.choice(hosts)
+            conn_id = h.accept(ip)
+            ip_of[conn_id] = ip
+        elif r < 0.6 and handshaking:
+            conn_id = rng.choice(sorted(handshaking))
+            h.apply(h.q.on_ready(conn_id, h.now))
+            del handshaking[conn_id]
+        elif r < 0.7 and h.open:
+            conn_id = rng.choice(sorted(h.open))
+            h.apply(h.q.on_closed(conn_id, h.now))
+            h.open.discard(conn_id)
+            handshaking.pop(conn_id, None)
+        else:
+            h.tick(rng.randint(1, 200))
+        for conn_id in set(h.started) - before:
+            if ip_of[conn_id] != VOTER:
+                handshaking[conn_id] = h.now
+        handshaking = {c: t for c, t in handshaking.items() if c in h.open}
+        # a slot counts for handshake_slot_ms at most
+        counting = [c for c, t in handshaking.items() if h.now - t < h.q.config.handshake_slot_ms]
+        assert len(counting) <= bound
+        assert h.q.handshaking_count <= bound
+        if h.q.queued_count:
+            assert h.q.handshaking_count == bound or h.q.next_deadline_ms() is not None
+        assert h.q.open_count == len(h.open) + h.q.queued_count
