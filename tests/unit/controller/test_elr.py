@@ -184,7 +184,7 @@ def test_a_kafka_4_cluster_log_shows_the_same_three_changes() -> None:
     broker, which restarted uncleanly and was elected back. Our controller, told
     the same story, writes the same three PartitionChangeRecords."""
     from metadata_log.kafka.reader import iter_log
-    from tests.unit.kafka_format.test_real_kafka_4x_log import LOG_DIR
+    from tests.unit.metadata_log.kafka.test_real_kafka_4x_log import LOG_DIR
 
     kafka = [
         r.native

@@ -16,9 +16,9 @@ from metadata_log.image import MetadataImage
 from metadata_log.kafka.reader import detect_format, iter_file, iter_log, read_cluster_id
 from metadata_log.kafka.record_serde import UnmodelledKafkaRecord
 from metadata_log.records import PartitionChangeRecord, SnapshotFooter, SnapshotHeader
-from tests.unit.kafka_format.independent import assert_reencodes_exactly, independent_counts
+from tests.unit.metadata_log.kafka.independent import assert_reencodes_exactly, independent_counts
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "kafka"
+FIXTURES = Path(__file__).parents[3] / "fixtures" / "kafka"
 LOG_DIR = FIXTURES / "kafka-4x-rig"
 SEGMENT = LOG_DIR / "__cluster_metadata-0" / "00000000000000000000.log"
 SNAPSHOT = (

@@ -17,8 +17,8 @@ from metadata_log.kafka.reader import iter_batches
 from metadata_log.kafka.record_serde import decode_value
 from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
 from metadata_log.kafka.writer import encode_struct
-from tests.unit.kafka_format import wire_encoder
-from tests.unit.kafka_format.strategies import struct_values
+from tests.unit.metadata_log.kafka import wire_encoder
+from tests.unit.metadata_log.kafka.strategies import struct_values
 
 CASES = [
     pytest.param(kind, key, schema, v, id=f"{schema['name']}-v{v}")

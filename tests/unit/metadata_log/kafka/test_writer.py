@@ -32,7 +32,7 @@ from metadata_log.kafka.writer import (
 from metadata_log.records import PartitionChangeRecord, PartitionRecord, is_control
 from metadata_log.replay import replay_log
 from spark_replay.generator import generate, scaled_config
-from tests.unit.kafka_format import wire_encoder
+from tests.unit.metadata_log.kafka import wire_encoder
 
 _KEYS = {s["name"]: k for k, s in METADATA_SCHEMAS.items()}
 _CONTROL = {s["name"]: k for k, s in CONTROL_SCHEMAS.items()}

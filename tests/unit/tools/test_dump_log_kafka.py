@@ -17,7 +17,7 @@ import pytest
 
 from kraft.tools import dump_log
 from metadata_log.kafka.schemas import METADATA_SCHEMAS
-from tests.unit.kafka_format import wire_encoder
+from tests.unit.metadata_log.kafka import wire_encoder
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "kafka" / "ldi-poc"
 SEGMENT_NAME = "00000000000000000000.log"

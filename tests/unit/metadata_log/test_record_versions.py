@@ -36,7 +36,7 @@ from metadata_log.records import (
     record_version,
     refresh_codec_tables,
 )
-from tests.unit.test_records import STRATEGIES
+from tests.unit.metadata_log.test_records import STRATEGIES
 
 REG_V0_FIELDS = 7  # everything but in_controlled_shutdown
 

@@ -17,9 +17,9 @@ from metadata_log.image import MetadataImage
 from metadata_log.kafka.reader import iter_batches
 from metadata_log.kafka.record_serde import UnmodelledKafkaRecord
 from metadata_log.records import BrokerRegistrationChangeRecord, PartitionChangeRecord
-from tests.unit.kafka_format.independent import assert_reencodes_exactly, independent_counts
+from tests.unit.metadata_log.kafka.independent import assert_reencodes_exactly, independent_counts
 
-FIXTURE = Path(__file__).parents[2] / "fixtures" / "kafka" / "ldi-poc"
+FIXTURE = Path(__file__).parents[3] / "fixtures" / "kafka" / "ldi-poc"
 SEGMENT = FIXTURE / "__cluster_metadata-0" / "00000000000000000000.log"
 
 COUNTS = {

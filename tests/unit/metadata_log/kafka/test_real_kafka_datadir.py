@@ -16,9 +16,9 @@ import pytest
 from kraft.tools import dump_log
 from metadata_log.kafka.reader import iter_file, iter_log, read_cluster_id
 from metadata_log.records import BrokerRegistrationChangeRecord, PartitionChangeRecord
-from tests.unit.kafka_format.independent import assert_reencodes_exactly, independent_counts
+from tests.unit.metadata_log.kafka.independent import assert_reencodes_exactly, independent_counts
 
-DATA_DIR = Path(__file__).parents[2] / "fixtures" / "kafka" / "kafka-3x-datadir"
+DATA_DIR = Path(__file__).parents[3] / "fixtures" / "kafka" / "kafka-3x-datadir"
 SEGMENT = DATA_DIR / "__cluster_metadata-0" / "00000000000000000000.log"
 COUNTS = {
     "LeaderChangeMessage": 1,

@@ -15,7 +15,7 @@ from metadata_log.kafka.writer import write_kafka_log
 from metadata_log.replay import replay_log, segment_files, snapshot_files
 from spark_replay.generator import generate, scaled_config
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "kafka"
+FIXTURES = Path(__file__).parents[3] / "fixtures" / "kafka"
 
 
 @pytest.fixture(scope="module")

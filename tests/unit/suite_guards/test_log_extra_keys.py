@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SOURCES = ("kraft", "broker_agent", "metadata_log", "spark_replay", "benchmarks", "tests")
 LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log"}
 # What makeRecord refuses to overwrite: LogRecord's own attributes (taskName from
