@@ -347,6 +347,62 @@ async def test_a_stalled_tls_handshake_is_closed_at_the_head_timeout(tmp_path: P
         await node.stop(1.0)
 
 
+async def test_tls_handshakes_wait_in_line_and_stalled_ones_do_not_hold_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two handshakes at once: 4 stalled ClientHellos and then 12 mTLS clients
+    connecting together. A stalled handshake gives its slot up (after 250 ms), so
+    every client is served long before the stalled ones' head deadline (20 s), which
+    would otherwise be the first moment their slots came free."""
+    monkeypatch.setattr("kraft.server.limits.MAX_HANDSHAKES", 2)
+    certs = tmp_path / "certs"
+    generate(certs, [1], [4], admin=False)
+    node = await start_single(
+        tmp_path / "c",
+        ["connections.request.head.timeout.ms=20000"],
+        config_file=certs / "controller-1.properties",
+    )
+    try:
+        site = _site(node)
+        assert site.quotas.config.max_handshakes == 2
+        stalled = []
+        for _ in range(4):
+            r, w = await _connect(node, "127.0.0.2")
+            w.write(b"\x16\x03\x01\x00")  # the start of a ClientHello, then nothing
+            stalled.append((r, w))
+        await _until(lambda: site.quotas.open_count == 4)
+        peak = 0
+
+        def watch() -> None:
+            nonlocal peak
+            peak = max(peak, site.quotas.handshaking_count)
+
+        host, port = node.listen
+        client_ctx = ctx(certs, "broker-4")
+
+        async def one() -> bytes:
+            r, w = await asyncio.open_connection(
+                host, port, ssl=client_ctx, server_hostname="localhost", local_addr=("127.0.0.3", 0)
+            )
+            watch()
+            try:
+                return await _get(r, w)
+            finally:
+                w.close()
+
+        heads = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(12))), 15)
+        assert all(h.startswith(b"HTTP/1.1 200") for h in heads)
+        # served while the stalled ones were still there, holding no slot
+        assert site.quotas.evicted["connections.request.head.timeout.ms"] == 0
+        assert site.quotas.connections_of("127.0.0.2") == 4
+        assert peak <= 2 and site.quotas.queued_count == 0
+        for _, w in stalled:
+            w.close()
+        await _until(lambda: site.quotas.open_count == 0)
+    finally:
+        await node.stop(1.0)
+
+
 async def test_malformed_msgpack_and_json_are_400_not_500(node) -> None:
     async with aiohttp.ClientSession() as s:
         for ct, raw in [
