@@ -28,7 +28,7 @@ import msgpack
 
 from broker_agent import clean_shutdown
 from broker_agent.follower import wait_event
-from broker_agent.heartbeat_channel import HeartbeatChannel, decode_body
+from broker_agent.heartbeat_channel import HEARTBEAT_PATH, MSGPACK, HeartbeatChannel, decode_body
 from broker_agent.isr import AlterSend, IsrConfig, IsrManager
 from broker_agent.lifecycle import (
     INVALID_RESPONSE,
@@ -49,9 +49,8 @@ from metadata_log.records import LATEST_METADATA_VERSION, METADATA_VERSION_FEATU
 
 log = logging.getLogger("broker_agent")
 
-PATHS = {"register": "/v1/brokers/register", "heartbeat": "/v1/brokers/heartbeat"}
+PATHS = {"register": "/v1/brokers/register", "heartbeat": HEARTBEAT_PATH}
 ALTER_PATH = "/v1/partitions/alter"
-MSGPACK = "application/msgpack"
 
 
 class MetadataSource(Protocol):

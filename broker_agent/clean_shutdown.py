@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
+
+from metadata_log.checkpoints import fsync_dir, write_atomic
 
 log = logging.getLogger("broker_agent")
 
@@ -44,7 +45,7 @@ def take(data_dir: str | Path) -> int:
             extra={"event": "clean_shutdown_file_invalid", "path": str(path)},
         )
     path.unlink()
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return epoch
 
 
@@ -52,18 +53,5 @@ def write(data_dir: str | Path, broker_epoch: int) -> None:
     """Persist `broker_epoch` (tmp file, fsync, rename: never half a file)."""
     directory = Path(data_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / (FILE_NAME + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump({"version": 0, "broker_epoch": broker_epoch}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, directory / FILE_NAME)
-    _fsync_dir(directory)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    doc = {"version": 0, "broker_epoch": broker_epoch}
+    write_atomic(directory / FILE_NAME, json.dumps(doc).encode())

@@ -32,7 +32,8 @@ from urllib.parse import urlsplit
 
 import msgpack
 
-PATH = "/v1/brokers/heartbeat"
+HEARTBEAT_PATH = "/v1/brokers/heartbeat"
+MSGPACK = "application/msgpack"
 MAX_HEAD_BYTES = 8192
 
 
@@ -188,8 +189,8 @@ class HeartbeatChannel:
         head = self._heads.get(key)
         if head is None:
             head = self._heads[key] = (
-                f"POST {PATH} HTTP/1.1\r\nHost: {key[0]}:{key[1]}\r\n"
-                f"Content-Type: application/msgpack\r\nAccept: application/msgpack\r\n"
+                f"POST {HEARTBEAT_PATH} HTTP/1.1\r\nHost: {key[0]}:{key[1]}\r\n"
+                f"Content-Type: {MSGPACK}\r\nAccept: {MSGPACK}\r\n"
                 f"Content-Length: "
             ).encode()
         async with asyncio.timeout(timeout_s):

@@ -72,6 +72,7 @@ from metadata_log.errors import (
     LogFatalError,
     OffsetOutOfRangeError,
 )
+from metadata_log.snapshot import PART_SUFFIX
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-checkpoint"
@@ -82,7 +83,6 @@ PARTITION_ID = 0
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
-PART_SUFFIX = ".part"
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 _INDEX_RE = re.compile(r"^(\d{20})\.index$")
 

@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 
 import crc32c
 
+from metadata_log.batch import MAX_BATCH_BYTES  # one corruption bound for both formats
 from metadata_log.errors import CorruptBatchError, IncompleteBatchError, MetadataLogError
 
 MAGIC = 2
@@ -45,7 +46,6 @@ HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: what batch_length does not count
 CRC_START = 21
-MAX_BATCH_BYTES = 64 * 1024 * 1024
 
 ATTR_CODEC_MASK = 0x07
 ATTR_LOG_APPEND_TIME = 0x08  # record timestamps are the batch's max_timestamp

@@ -33,12 +33,16 @@ import crc32c
 from metadata_log.batch import decode_records, iter_headers
 from metadata_log.kafka.batch import ATTR_CONTROL, HEADER, MAGIC
 from metadata_log.kafka.message import in_range, uuid_text
-from metadata_log.kafka.record_serde import CONTROL_KEY, FRAME_VERSION, SECURITY_PROTOCOLS
+from metadata_log.kafka.record_serde import (
+    CONTROL_KEY,
+    FRAME_VERSION,
+    SECURITY_PROTOCOLS,
+    ZERO_UUID,
+)
 from metadata_log.kafka.schemas import CONTROL_SCHEMAS, METADATA_SCHEMAS
 from metadata_log.records import Record, is_control
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files
 
-ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _PROTOCOL_IDS = {name: pid for pid, name in SECURITY_PROTOCOLS.items()}
 _SCHEMA_BY_NAME = {s["name"]: (k, s) for k, s in METADATA_SCHEMAS.items()}
