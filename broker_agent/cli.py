@@ -145,7 +145,7 @@ def spec_from_args(args: argparse.Namespace, fleet: bool) -> FleetSpec:
     )
     for key in config.unused:
         log.info("unused config key", extra={"event": "config_unused", "key": key})
-    raw_lag = str(config.get("broker.simulated.lag.probability", "0"))
+    raw_lag = str(config["broker.simulated.lag.probability"])
     try:
         lag = float(raw_lag)
     except ValueError:

@@ -460,6 +460,19 @@ def _convert(key: ConfigKey, raw: str) -> Any:
     return value
 
 
+def default_of(name: str) -> Any:
+    """The registry's default for a key: the one place a default is stated (typed
+    configs such as RaftConfig and ControllerConfig take their defaults from here)."""
+    return KEYS[name].default
+
+
+def value_of(config: Config | None, name: str) -> Any:
+    """A key's configured value, else the registry's default (no config loaded, as
+    in tests and the simulator, means every default)."""
+    v = None if config is None else config.get(name)
+    return KEYS[name].default if v is None else v
+
+
 class Config:
     """Typed values for the keys a process uses; others are kept as unused."""
 

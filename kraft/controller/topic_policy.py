@@ -8,7 +8,9 @@ nothing; the answer is POLICY_VIOLATION (400) naming the limit. Pure.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from kraft.config import default_of, value_of
 from kraft.controller.errors import ApiError
 from kraft.controller.requests import CreatePartitionsRequest, CreateTopicRequest
 from metadata_log.image import MetadataImage
@@ -16,8 +18,13 @@ from metadata_log.image import MetadataImage
 
 @dataclass(frozen=True, slots=True)
 class TopicLimits:
-    max_partitions_per_topic: int = 10_000
-    max_topics: int = 100_000
+    max_partitions_per_topic: int = default_of("max.partitions.per.topic")
+    max_topics: int = default_of("max.topics")
+
+    @classmethod
+    def from_config(cls, config: Any) -> TopicLimits:
+        """The configured limits (a kraft.config.Config, or None for the defaults)."""
+        return cls(value_of(config, "max.partitions.per.topic"), value_of(config, "max.topics"))
 
 
 def check_create_topic(req: CreateTopicRequest, limits: TopicLimits) -> None:
