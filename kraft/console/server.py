@@ -44,7 +44,7 @@ SUMMARY_MAX_AGE_S = 2.0
 
 
 class ConsoleSource(Protocol):
-    """What the console needs from the node (kraft.server.node._RoutesService)."""
+    """What the console needs from the node (kraft.server.controller_service.ControllerService)."""
 
     async def read_image(self, standby: bool = False) -> MetadataImage: ...
 

@@ -58,7 +58,7 @@ class RecordEncoder:
         self.metadata_version = metadata_version
         self._encoders: dict[type, Callable[[Any], bytes]] = {}
 
-    def _encoder(self, cls: type) -> Callable[[Any], bytes]:
+    def _encoder(self, cls: type[MetadataRecord]) -> Callable[[Any], bytes]:
         mv = self.metadata_version
         v = SUPPORTED_VERSION[cls] if mv is None else record_version(cls, mv)
         codec = _CODEC_BY_CLASS.get(cls)
@@ -70,7 +70,7 @@ class RecordEncoder:
         ):
             return lambda r: encode_record(r, v)
         get = attrgetter(*codec.names)
-        type_id = cls.TYPE  # type: ignore[attr-defined]
+        type_id = cls.TYPE
         packb = msgpack.Packer(use_bin_type=True).pack
         return lambda r: packb([type_id, v, *get(r)])
 

@@ -17,22 +17,20 @@ Pure: time is `now_ms`, randomness the seeded rng given at construction.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
-from kraft.controller import reassignment
+from kraft.config import default_of, value_of
+from kraft.controller import reassignment, topics
 from kraft.controller.balance import LeaderBalancer, balance_reply
 from kraft.controller.configs import (
     MIN_INSYNC_REPLICAS,
     UNCLEAN_LEADER_ELECTION_ENABLE,
-    validate_topic_configs,
 )
 from kraft.controller.errors import ApiError, invalid
 from kraft.controller.heartbeat import BrokerControlState, BrokerHeartbeatManager
 from kraft.controller.partition_change import Election, PartitionChangeBuilder, removal_change
-from kraft.controller.placement import place_replicas
 from kraft.controller.replication_index import PartitionKey, ReplicationIndex
 from kraft.controller.requests import (
     AlterConfigsRequest,
@@ -56,25 +54,16 @@ from metadata_log.records import (
     RECOVERING,
     TOPIC_RESOURCE,
     BrokerRegistrationChangeRecord,
-    ConfigRecord,
     EndTransactionRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
     NoOpRecord,
-    PartitionChangeRecord,
-    PartitionRecord,
     Record,
     RegisterBrokerRecord,
-    RemoveTopicRecord,
-    TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
-    new_topic_id,
 )
-
-_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_TOPIC_NAME_LENGTH = 249
 
 # Keys of a large change grouped per turn of the shell (~2 ms of work).
 KEYS_PER_TURN = 8192
@@ -94,24 +83,69 @@ class _AcceptableLeaders(dict[int, bool]):
         return ok
 
 
+# ControllerConfig field -> its key in the config registry (kraft.config), where
+# its default is stated.
+CONFIG_KEYS = {
+    "session_timeout_ms": "broker.session.timeout.ms",
+    "heartbeat_interval_ms": "broker.heartbeat.interval.ms",
+    "unclean_leader_election_enable": "unclean.leader.election.enable",
+    "max_topics": "max.topics",
+    "min_insync_replicas": "min.insync.replicas",
+    "auto_leader_rebalance_enable": "auto.leader.rebalance.enable",
+    "leader_imbalance_check_interval_seconds": "leader.imbalance.check.interval.seconds",
+    "leader_imbalance_max_elections_per_batch": "leader.imbalance.max.elections.per.batch",
+    "bootstrap_eligible_leader_replicas_version": "eligible.leader.replicas.version",
+}
+
+
+def _default(field: str) -> Any:
+    return default_of(CONFIG_KEYS[field])
+
+
 @dataclass(frozen=True)
 class ControllerConfig:
     node_id: int
     controller_ids: frozenset[int]
     cluster_id: str
-    session_timeout_ms: int = 9000
-    heartbeat_interval_ms: int = 2000
-    unclean_leader_election_enable: bool = False  # cluster default; topics may override
-    max_partitions_per_request: int = 100_000
-    max_topics: int = 100_000
-    min_insync_replicas: int = 1  # cluster default; topics may override (KIP-966)
+    session_timeout_ms: int = _default("session_timeout_ms")
+    heartbeat_interval_ms: int = _default("heartbeat_interval_ms")
+    # cluster default; topics may override
+    unclean_leader_election_enable: bool = _default("unclean_leader_election_enable")
+    max_partitions_per_request: int = 100_000  # a hard limit, not a configuration key
+    max_topics: int = _default("max_topics")
+    # cluster default; topics may override (KIP-966)
+    min_insync_replicas: int = _default("min_insync_replicas")
     # automatic preferred-leader balancing (Kafka's maybeBalancePartitionLeaders)
-    auto_leader_rebalance_enable: bool = True
-    leader_imbalance_check_interval_seconds: int = 300
-    leader_imbalance_max_elections_per_batch: int = 1000
+    auto_leader_rebalance_enable: bool = _default("auto_leader_rebalance_enable")
+    leader_imbalance_check_interval_seconds: int = _default(
+        "leader_imbalance_check_interval_seconds"
+    )
+    leader_imbalance_max_elections_per_batch: int = _default(
+        "leader_imbalance_max_elections_per_batch"
+    )
     # eligible.leader.replicas.version written when a new cluster bootstraps
     # (kafka-storage format --feature); an existing log keeps its own level
-    bootstrap_eligible_leader_replicas_version: int = 1
+    bootstrap_eligible_leader_replicas_version: int = _default(
+        "bootstrap_eligible_leader_replicas_version"
+    )
+
+    @classmethod
+    def from_config(
+        cls, config: Any, node_id: int, controller_ids: frozenset[int], cluster_id: str
+    ) -> ControllerConfig:
+        """The configured values (a kraft.config.Config, or None for every default)."""
+        values = {field: value_of(config, key) for field, key in CONFIG_KEYS.items()}
+        return cls(node_id, controller_ids, cluster_id, **values)
+
+
+class ReplayObserver(Protocol):
+    """Told of each batch the active controller replays, before it is replayed
+    (while a removed topic still has its name): the shell's metrics and
+    state-change log. It reads the controller; it never changes it."""
+
+    def replaying(
+        self, controller: QuorumController, base_offset: int, records: Sequence[Record]
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -137,9 +171,15 @@ class ControllerResult:
 
 
 class QuorumController:
-    def __init__(self, config: ControllerConfig, rng: random.Random) -> None:
+    def __init__(
+        self,
+        config: ControllerConfig,
+        rng: random.Random,
+        observer: ReplayObserver | None = None,
+    ) -> None:
         self.config = config
         self.rng = rng
+        self.observer = observer
         self.image = MetadataImage()
         self.index = ReplicationIndex()
         self.image.listener = self.index
@@ -163,32 +203,42 @@ class QuorumController:
     def replay(self, record: Record, offset: int) -> None:
         """The only way state changes: on the active controller and on standbys."""
         self.image.replay(record, offset)
-        t = type(record)
-        if t in _BROKER_RECORDS:
-            self._broker_changed_at[_broker_of(record)] = offset
+        if type(record) not in _BROKER_RECORDS:
+            return  # the common case (partition changes) at one set lookup
         hb = self.heartbeats
-        if t is RegisterBrokerRecord:
-            self._shutdown_offsets.pop(record.broker_id, None)  # type: ignore[union-attr]
-            if hb is not None:
-                hb.register(record.broker_id, record.fenced, self.now_ms)  # type: ignore[union-attr]
-        elif t is UnregisterBrokerRecord:
-            self._shutdown_offsets.pop(record.broker_id, None)  # type: ignore[union-attr]
-            if hb is not None:
-                hb.remove(record.broker_id)  # type: ignore[union-attr]
-        elif t is FenceBrokerRecord:
-            if hb is not None:
-                hb.fence(record.id)  # type: ignore[union-attr]
-        elif t is BrokerRegistrationChangeRecord:
-            if record.in_controlled_shutdown == 1:  # type: ignore[union-attr]
-                self._shutdown_offsets.setdefault(record.broker_id, offset)  # type: ignore[union-attr]
+        match record:
+            case RegisterBrokerRecord(broker_id=b):
+                self._broker_changed_at[b] = offset
+                self._shutdown_offsets.pop(b, None)
                 if hb is not None:
-                    hb.mark_controlled_shutdown(record.broker_id, offset)  # type: ignore[union-attr]
-            if record.fenced == FENCE_YES and hb is not None:  # type: ignore[union-attr]
-                hb.fence(record.broker_id)  # type: ignore[union-attr]
+                    hb.register(b, record.fenced, self.now_ms)
+            case UnregisterBrokerRecord(broker_id=b):
+                self._broker_changed_at[b] = offset
+                self._shutdown_offsets.pop(b, None)
+                if hb is not None:
+                    hb.remove(b)
+            case FenceBrokerRecord(id=b):
+                self._broker_changed_at[b] = offset
+                if hb is not None:
+                    hb.fence(b)
+            case UnfenceBrokerRecord(id=b):
+                self._broker_changed_at[b] = offset
+            case BrokerRegistrationChangeRecord(broker_id=b):
+                self._broker_changed_at[b] = offset
+                if record.in_controlled_shutdown == 1:
+                    self._shutdown_offsets.setdefault(b, offset)
+                    if hb is not None:
+                        hb.mark_controlled_shutdown(b, offset)
+                if record.fenced == FENCE_YES and hb is not None:
+                    hb.fence(b)
 
     def replay_batch(
         self, base_offset: int, records: Iterable[Record], append_time_ms: int = 0
     ) -> None:
+        observer = self.observer
+        if observer is not None and self.active:
+            records = records if isinstance(records, list | tuple) else list(records)
+            observer.replaying(self, base_offset, records)
         off = base_offset
         for rec in records:
             self.replay(rec, off)
@@ -250,6 +300,15 @@ class QuorumController:
         self.heartbeats = hb
         self._balancer.reset()
         self.image.enable_journal()
+
+    def add_controller_ids(self, voter_ids: frozenset[int]) -> None:
+        """The shell calls this when the quorum's voter set changes (KIP-853:
+        controllers are added at run time). Node ids are one namespace, so a broker
+        registration is checked against every controller id known, not only the
+        voters this process started with."""
+        ids = self.config.controller_ids | voter_ids
+        if ids != self.config.controller_ids:
+            self.config = replace(self.config, controller_ids=ids)
 
     def deactivate(self, committed_offset: int) -> None:
         """Lose leadership: revert every replay after the committed offset."""
@@ -710,223 +769,27 @@ class QuorumController:
         return records
 
     # ---------------------------------------------------------------- topics
-
-    def _usable_brokers(self) -> dict[int, str | None]:
-        return {
-            bid: b.rack
-            for bid, b in self.image.brokers.items()
-            if not b.fenced and not b.in_controlled_shutdown
-        }
-
-    def _validate_topic_name(self, name: str) -> None:
-        if not name or name in (".", ".."):
-            raise ApiError("INVALID_TOPIC_EXCEPTION", f"topic name {name!r} is illegal")
-        if len(name) > MAX_TOPIC_NAME_LENGTH:
-            raise ApiError(
-                "INVALID_TOPIC_EXCEPTION",
-                f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters",
-            )
-        if not _TOPIC_NAME.match(name):
-            raise ApiError(
-                "INVALID_TOPIC_EXCEPTION",
-                f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
-            )
-
-    def _new_partitions(
-        self,
-        topic_id: str,
-        first_partition_id: int,
-        assignments: list[tuple[int, ...]],
-    ) -> list[MetadataRecord]:
-        out: list[MetadataRecord] = []
-        for i, replicas in enumerate(assignments):
-            isr = tuple(r for r in replicas if self._acceptable(r))
-            if not isr:
-                raise ApiError(
-                    "INVALID_REPLICATION_FACTOR",
-                    f"all brokers of partition {first_partition_id + i}'s assignment {list(replicas)} are fenced",
-                )
-            out.append(
-                PartitionRecord(topic_id, first_partition_id + i, replicas, isr, leader=isr[0])
-            )
-        return out
-
-    def _check_assignments(self, assignments: Iterable[tuple[int, ...]], rf: int | None) -> None:
-        for i, replicas in enumerate(assignments):
-            if not replicas:
-                raise ApiError(
-                    "INVALID_REPLICA_ASSIGNMENT", f"partition {i} has an empty replica list"
-                )
-            if len(set(replicas)) != len(replicas):
-                raise ApiError(
-                    "INVALID_REPLICA_ASSIGNMENT",
-                    f"partition {i} lists a replica twice: {list(replicas)}",
-                )
-            if rf is not None and len(replicas) != rf:
-                raise ApiError(
-                    "INVALID_REPLICA_ASSIGNMENT",
-                    f"partition {i} has {len(replicas)} replicas, the others have {rf}",
-                )
-            for r in replicas:
-                if r not in self.image.brokers:
-                    raise ApiError(
-                        "INVALID_REPLICA_ASSIGNMENT", f"partition {i}: broker {r} is not registered"
-                    )
-            rf = len(replicas)
-
-    def _placement(
-        self, partitions: int, rf: int, first_partition_id: int
-    ) -> list[tuple[int, ...]]:
-        usable = self._usable_brokers()
-        if rf > len(usable):
-            raise ApiError(
-                "INVALID_REPLICATION_FACTOR",
-                f"replication factor {rf} is larger than the {len(usable)} available (unfenced) brokers",
-            )
-        return place_replicas(usable, partitions, rf, self.rng, first_partition_id)
+    # (kraft/controller/topics.py: validation and the records)
 
     def create_topic(self, req: CreateTopicRequest, now_ms: int) -> ControllerResult:
         self.now_ms = now_ms
         self._hb()
-        self._validate_topic_name(req.name)
-        if req.name in self.image.topic_ids_by_name:
-            raise ApiError("TOPIC_ALREADY_EXISTS", f"topic {req.name!r} already exists")
-        # '.' and '_' collide in metric names, as in Kafka
-        canon = req.name.replace(".", "_")
-        for other in self.image.topic_ids_by_name:
-            if other.replace(".", "_") == canon:
-                raise ApiError(
-                    "INVALID_TOPIC_EXCEPTION",
-                    f"topic {req.name!r} collides with existing topic {other!r}",
-                )
-        if len(self.image.topics) >= self.config.max_topics:
-            raise ApiError(
-                "INVALID_REQUEST",
-                f"the cluster already has the maximum of {self.config.max_topics} topics",
-            )
-        validate_topic_configs(req.configs)
-        if req.assignments is not None:
-            if not req.assignments:
-                raise ApiError("INVALID_PARTITIONS", "assignments must list at least one partition")
-            if len(req.assignments) > self.config.max_partitions_per_request:
-                raise ApiError(
-                    "INVALID_PARTITIONS",
-                    f"more than {self.config.max_partitions_per_request} partitions",
-                )
-            self._check_assignments(req.assignments, None)
-            assignments = list(req.assignments)
-        else:
-            assert req.partitions is not None and req.replication_factor is not None
-            if req.partitions < 1:
-                raise ApiError(
-                    "INVALID_PARTITIONS", f"number of partitions must be >= 1, got {req.partitions}"
-                )
-            if req.partitions > self.config.max_partitions_per_request:
-                raise ApiError(
-                    "INVALID_PARTITIONS",
-                    f"{req.partitions} partitions exceed the limit of {self.config.max_partitions_per_request}",
-                )
-            if req.replication_factor < 1:
-                raise ApiError(
-                    "INVALID_REPLICATION_FACTOR",
-                    f"replication factor must be >= 1, got {req.replication_factor}",
-                )
-            assignments = self._placement(req.partitions, req.replication_factor, 0)
-        topic_id = new_topic_id(self.rng)
-        records: list[MetadataRecord] = [TopicRecord(req.name, topic_id)]
-        records += self._new_partitions(topic_id, 0, assignments)
-        records += [
-            ConfigRecord(TOPIC_RESOURCE, req.name, k, v) for k, v in sorted(req.configs.items())
-        ]
-        return ControllerResult(
-            tuple(records),
-            {"name": req.name, "topic_id": topic_id, "partitions": len(assignments)},
-        )
-
-    def _topic_or_404(self, name: str):  # noqa: ANN202
-        topic = self.image.topic_by_name(name)
-        if topic is None:
-            raise ApiError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-        return topic
+        return ControllerResult(*_written(topics.create_topic(self, req)))
 
     def delete_topic(self, name: str, now_ms: int) -> ControllerResult:
         self.now_ms = now_ms
         self._hb()
-        topic = self._topic_or_404(name)
-        return ControllerResult(
-            (RemoveTopicRecord(topic.topic_id),), {"name": name, "topic_id": topic.topic_id}
-        )
+        return ControllerResult(*_written(topics.delete_topic(self, name)))
 
     def create_partitions(self, req: CreatePartitionsRequest, now_ms: int) -> ControllerResult:
         self.now_ms = now_ms
         self._hb()
-        topic = self._topic_or_404(req.name)
-        current = len(topic.partitions)
-        if req.count <= current:
-            raise ApiError(
-                "INVALID_PARTITIONS",
-                f"topic {req.name!r} has {current} partitions; the new count {req.count} must be larger",
-            )
-        added = req.count - current
-        if added > self.config.max_partitions_per_request:
-            raise ApiError(
-                "INVALID_PARTITIONS",
-                f"cannot add more than {self.config.max_partitions_per_request} partitions",
-            )
-        rf = len(topic.partitions[0].replicas) if topic.partitions else 1
-        if req.assignments is not None:
-            if len(req.assignments) != added:
-                raise ApiError(
-                    "INVALID_REPLICA_ASSIGNMENT",
-                    f"{len(req.assignments)} assignments given for {added} new partitions",
-                )
-            self._check_assignments(req.assignments, rf)
-            assignments = list(req.assignments)
-        else:
-            assignments = self._placement(added, rf, current)
-        records = self._new_partitions(topic.topic_id, current, assignments)
-        return ControllerResult(tuple(records), {"name": req.name, "partitions": req.count})
+        return ControllerResult(*_written(topics.create_partitions(self, req)))
 
     def alter_configs(self, req: AlterConfigsRequest, now_ms: int) -> ControllerResult:
         self.now_ms = now_ms
         self._hb()
-        self._topic_or_404(req.name)
-        validate_topic_configs(req.configs)
-        current = self.image.topic_configs(req.name)
-        records: list[MetadataRecord] = [
-            ConfigRecord(TOPIC_RESOURCE, req.name, k, v)
-            for k, v in sorted(req.configs.items())
-            if current.get(k) != v
-        ]
-        merged = {k: v for k, v in {**current, **req.configs}.items() if v is not None}
-        # Enabling unclean election elects leaders for leaderless partitions now, as Kafka does.
-        topic = self.image.topic_by_name(req.name)
-        after: dict[int, PartitionRegistration] = {}
-        if req.configs.get(UNCLEAN_LEADER_ELECTION_ENABLE) == "true":
-            keys = [k for k in self.index.leaderless if k[0] == topic.topic_id]
-            for _topic_id, pid in sorted(keys):
-                rec = self.partition_builder(topic, pid, unclean=True).build()
-                if rec is not None:
-                    records.append(rec)
-                    after[pid] = topic.partitions[pid].merge(rec)
-        if (
-            MIN_INSYNC_REPLICAS in req.configs
-            and current.get(MIN_INSYNC_REPLICAS) != req.configs[MIN_INSYNC_REPLICAS]
-        ):
-            # The ELRs were kept for the old min ISR: a new one clears them (and the
-            # last known leaders), as Kafka's ClearElrRecord does for the topic.
-            for pid in sorted(topic.partitions):
-                p = after.get(pid, topic.partitions[pid])
-                if p.elr or p.last_known_elr:
-                    records.append(
-                        PartitionChangeRecord(
-                            topic.topic_id,
-                            pid,
-                            eligible_leader_replicas=() if p.elr else None,
-                            last_known_elr=() if p.last_known_elr else None,
-                        )
-                    )
-        return ControllerResult(tuple(records), {"name": req.name, "configs": merged})
+        return ControllerResult(*_written(topics.alter_configs(self, req)))
 
     # ---------------------------------------------------------------- partitions
 
@@ -1004,7 +867,7 @@ class QuorumController:
     def elect_leaders(self, req: ElectLeadersRequest, now_ms: int) -> ControllerResult:
         self.now_ms = now_ms
         self._hb()
-        topic = self._topic_or_404(req.topic)
+        topic = topics.topic_or_404(self, req.topic)
         p = topic.partitions.get(req.partition)
         if p is None:
             raise ApiError(
@@ -1070,8 +933,6 @@ _BROKER_RECORDS = frozenset(
 )
 
 
-def _broker_of(record: Any) -> int:
-    """The broker a registration record changes (Fence/Unfence name it `id`)."""
-    return (
-        record.id if type(record) in (FenceBrokerRecord, UnfenceBrokerRecord) else record.broker_id
-    )
+def _written(written: tuple[list[MetadataRecord], Any]) -> tuple[tuple[MetadataRecord, ...], Any]:
+    records, reply = written
+    return tuple(records), reply

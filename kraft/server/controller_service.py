@@ -21,7 +21,9 @@ nothing and read nothing uncommitted (QuorumController.heartbeat_at_once): a
 broker's session outlives the longest fence.
 
 The log side is a `MetadataWriter`: the Raft driver as leader (append batches of
-the current epoch, learn the commit offset) — see kraft/server/raft_driver.py.
+the current epoch, learn the commit offset). The service is the HTTP routes'
+backend itself (kraft.server.routes.ControllerBackend): the quorum's view and the
+committed log come from a `QuorumReader`, /metrics from the node's metrics.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from kraft.controller.batching import EncodedBatch, RecordEncoder, pack, to_batc
 from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
 from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay, io_turns
+from kraft.server.metrics import ControllerMetrics
 from metadata_log.batch import HEADER_SIZE
 from metadata_log.image import MetadataImage
 from metadata_log.records import (
@@ -52,6 +55,7 @@ from metadata_log.records import (
 
 log = logging.getLogger("kraft.controller")
 
+# A command: (controller, now_ms, next_offset) -> its records and reply.
 Generate = Callable[[QuorumController, int, int], ControllerResult]
 
 
@@ -77,6 +81,19 @@ class MetadataWriter(Protocol):
 
     def leader_hint(self) -> tuple[int | None, str | None]:
         """(leader id, leader URL) if known."""
+        ...
+
+
+class QuorumReader(Protocol):
+    """The node's Raft as the HTTP API shows it (GET /v1/quorum, the console)."""
+
+    def describe(self) -> dict[str, Any]:
+        """The quorum's state (DESIGN 1.2, GET /v1/quorum)."""
+        ...
+
+    def read_committed(self, from_offset: int, max_bytes: int) -> tuple[bytes, int, int]:
+        """(whole batches from the one holding from_offset, high watermark, log start);
+        max_bytes 0 reads nothing (only the two offsets)."""
         ...
 
 
@@ -140,9 +157,20 @@ class ControllerService:
         on_event_time: Callable[[str, float], None] | None = None,
         on_commit_latency: Callable[[float], None] | None = None,
         on_fence_committed: Callable[[int, int, float], None] | None = None,
+        quorum: QuorumReader | None = None,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
+        """`metrics`: the node's; its histograms hear the event-queue times, commit
+        latencies and fence commits unless the on_* callbacks are given."""
         self.controller = controller
         self.writer = writer
+        self.quorum = quorum
+        self.metrics = metrics
+        if metrics is not None:
+            if on_event_time is None:
+                on_event_time = lambda _name, ms: metrics.event_queue_time.observe(ms)  # noqa: E731
+            on_commit_latency = on_commit_latency or metrics.commit_latency.observe
+            on_fence_committed = on_fence_committed or metrics.fence_committed
         self.queue_size = queue_size
         self.request_timeout_ms = request_timeout_ms
         self.max_idle_interval_ms = max_idle_interval_ms
@@ -346,13 +374,8 @@ class ControllerService:
         return self.request_timeout_ms / 1000 + 1
 
     async def write(self, name: str, generate: Generate, *, priority: bool = False) -> Any:
-        fut = self.submit(name, generate, priority=priority)
-        if fut.done():
-            return fut.result()  # nothing pending before it, or an error
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), self.reply_timeout_s)
-        except TimeoutError:
-            raise self.timed_out(name) from None
+        """Queue a command; its reply once its records are committed."""
+        return await self.wait_reply(name, self.submit(name, generate, priority=priority))
 
     async def barrier(self) -> None:
         """Wait until every record appended so far is committed."""
@@ -380,8 +403,44 @@ class ControllerService:
         await self.barrier()
         return self.controller.image
 
+    async def wait_reply(self, name: str, fut: asyncio.Future[Any]) -> Any:
+        """The reply of a submitted command, waited for at most `reply_timeout_s`."""
+        if fut.done():
+            return fut.result()  # nothing pending before it, or an error
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), self.reply_timeout_s)
+        except TimeoutError:
+            raise self.timed_out(name) from None
+
     def note_heartbeat_contact(self, broker_id: int, broker_epoch: int) -> None:
+        """A no-op unless active (QuorumController.note_heartbeat_contact)."""
         self.controller.note_heartbeat_contact(broker_id, broker_epoch, self.clock())
+
+    # ---------------------------------------------------------------- views
+
+    def quorum_view(self) -> dict[str, Any]:
+        if self.quorum is None:
+            raise ApiError("NOT_CONTROLLER", "this service has no quorum to describe")
+        return self.quorum.describe()
+
+    def metrics_text(self) -> tuple[bytes, str]:
+        if self.metrics is None:
+            raise ApiError("NOT_CONTROLLER", "this service keeps no metrics")
+        return self.metrics.render()
+
+    def reassignments(self) -> list[dict[str, Any]]:
+        """The ongoing reassignments (the controller's index, no scan of the image)."""
+        return self.controller.list_partition_reassignments()
+
+    def console_controller(self) -> tuple[QuorumController, int]:
+        """The web console's read (kraft.console.server.ConsoleSource): the
+        controller and the service clock's now, read after read_image."""
+        return self.controller, self.clock()
+
+    def read_committed_log(self, from_offset: int, max_bytes: int) -> tuple[bytes, int, int]:
+        if self.quorum is None:
+            raise ApiError("NOT_CONTROLLER", "this service has no log to read")
+        return self.quorum.read_committed(from_offset, max_bytes)
 
     # ---------------------------------------------------------------- event loop
 

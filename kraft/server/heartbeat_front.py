@@ -15,10 +15,11 @@ The first request that is anything else hands the connection, with every byte
 buffered so far, to aiohttp's RequestHandler for good: another path or method, a
 query string, HTTP/1.0, `Connection` other than keep-alive, chunked bodies,
 `Expect`, `Upgrade`, a repeated or malformed header, a head over 8 KiB or a body
-over max.request.bytes. aiohttp then answers exactly as it would have. With the
-authorizer on, the front authenticates and authorizes as the middleware and the
-route do, in the same order and with the same code (kraft.security.server_security): the
-principal first (401), then the body, then the broker id's check (403).
+over max.request.bytes. aiohttp then answers exactly as it would have. The
+heartbeat itself takes the route's own path, one function
+(kraft.server.routes.submit_heartbeat): with the authorizer on, the principal
+first (401, then the connection closes), then the body, then the broker id's
+check (403), then contact noted and the command queued.
 
 Requests on one connection are answered in order: while one waits for its
 commit, the next wait in the buffer (reading pauses if they pile up). A connection idle for connections.max.idle.ms (no
@@ -40,15 +41,13 @@ from typing import Any
 from aiohttp.http import SERVER_SOFTWARE
 
 from kraft.controller.errors import ApiError
-from kraft.controller.requests import BrokerHeartbeatRequest
-from kraft.security.server_security import Authenticator, ServerSecurity, check
+from kraft.security.server_security import Authenticator, ServerSecurity
 from kraft.server.http_codec import JSON, MSGPACK, decode_body, encode_reply, wants_msgpack
-from kraft.server.routes import HEARTBEAT, ControllerService, heartbeat_command
+from kraft.server.routes import HEARTBEAT, HEARTBEAT_PATH, ControllerBackend, submit_heartbeat
 
 log = logging.getLogger("kraft.server.heartbeat_front")
 
-PATH = b"/v1/brokers/heartbeat"
-_PATH_STR = PATH.decode()
+PATH = HEARTBEAT_PATH.encode()
 MAX_HEAD_BYTES = 8192  # aiohttp's own limit on a request line / header
 _SERVER = SERVER_SOFTWARE.encode()
 # Headers whose presence means aiohttp must handle the request (framing or upgrade).
@@ -77,7 +76,7 @@ class HeartbeatFronts:
 
     def __init__(
         self,
-        service: ControllerService,
+        service: ControllerBackend,
         aiohttp_factory: Callable[[], asyncio.BaseProtocol],
         *,
         max_body_bytes: int,
@@ -232,29 +231,32 @@ class HeartbeatFront(asyncio.Protocol):
         as_msgpack = wants_msgpack(accept, content_type)
         fronts = self._fronts
         service = fronts.service
+        refused_credential = False
+
+        def authenticate() -> str | None:
+            nonlocal refused_credential
+            if fronts.authenticator is None:
+                return None
+            try:
+                return fronts.authenticator.principal(authorization, self._transport)
+            except ApiError:
+                refused_credential = True
+                raise
+
         try:
-            principal = None
-            if fronts.authenticator is not None:  # before the body, as the middleware
-                try:
-                    principal = fronts.authenticator.principal(authorization, self._transport)
-                except ApiError as e:
-                    # As Kafka after a failed authentication: answer, then close. A
-                    # forger must reconnect, and new connections from a host other
-                    # than the voters' wait for max.connection.creation.rate (issue 25).
-                    self._reply(e.to_body(), e.status, as_msgpack)
-                    if self._transport is not None:
-                        self._transport.close()
-                    return
-            req = BrokerHeartbeatRequest.parse(decode_body(body, content_type))
-            if fronts.authorizer is not None and principal is not None:  # then, as the route
-                check(
-                    _PATH_STR, principal, fronts.authorizer.broker_action(principal, req.broker_id)
-                )
-            # Contact counts as it arrives, even if the queued command misses its deadline.
-            service.note_heartbeat_contact(req.broker_id, req.broker_epoch)
-            fut = service.submit(HEARTBEAT, heartbeat_command(req), priority=True)
+            fut = submit_heartbeat(
+                service,
+                authenticate,
+                lambda: decode_body(body, content_type),
+                fronts.authorizer,
+            )
         except ApiError as e:
             self._reply(e.to_body(), e.status, as_msgpack)
+            if refused_credential and self._transport is not None:
+                # As Kafka after a failed authentication: answer, then close. A
+                # forger must reconnect, and new connections from a host other
+                # than the voters' wait for max.connection.creation.rate (issue 25).
+                self._transport.close()
             return
         except Exception as e:  # the route would give a 500 too; keep the connection
             log.exception("heartbeat failed", extra={"event": "heartbeat_front_error"})

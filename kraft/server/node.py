@@ -41,21 +41,18 @@ import logging
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from kraft.clock import mono_ms, wall_ms
-from kraft.config import Config, ConfigError, parse_properties
+from kraft.config import Config, ConfigError, parse_properties, value_of
 from kraft.controller.batching import EncodedBatch
-from kraft.controller.errors import ApiError
-from kraft.controller.quorum_controller import ControllerConfig, ControllerResult, QuorumController
-from kraft.controller.requests import RegisterBrokerRequest
+from kraft.controller.quorum_controller import ControllerConfig, QuorumController
 from kraft.controller.topic_policy import TopicLimits
-from kraft.logs import log_state_change, log_state_changes_summary
 from kraft.raft.client import CommittedBatch, RaftClient
 from kraft.raft.client import NotLeaderError as RaftNotLeaderError
 from kraft.raft.config import RaftConfig
@@ -73,17 +70,12 @@ from kraft.server.limits import ConnectionQuotaConfig, GuardedSite, body_middlew
 from kraft.server.metrics import ControllerMetrics, image_gauges
 from kraft.server.quorum_routes import build_quorum_routes
 from kraft.server.raft_routes import build_raft_routes
+from kraft.server.replay_metrics import ReplayMetrics
 from kraft.server.routes import build_routes
 from metadata_log.batch import HEADER_SIZE, parse_header
 from metadata_log.checkpoints import fsync_dir
 from metadata_log.image import MetadataImage
 from metadata_log.records import (
-    NO_LEADER_CHANGE,
-    RECOVERING,
-    FenceBrokerRecord,
-    PartitionChangeRecord,
-    PartitionRecord,
-    Record,
     VotersRecord,
 )
 from metadata_log.replay import METADATA_DIR_NAME, read_snapshot_image
@@ -263,102 +255,8 @@ def freeze_heap() -> None:
 # ---------------------------------------------------------------------- pieces
 
 
-# A replayed slice of more partition records than this logs one summary line.
-STATE_CHANGE_DETAIL_MAX = 256
-
-
-class _MeteredController(QuorumController):
-    """QuorumController that counts, as the active controller replays its own
-    records, the fences and partition leader elections it writes."""
-
-    metrics: ControllerMetrics | None = None
-    # The quorum's current voter ids (KIP-853: controllers are added at run time).
-    # Node ids are one namespace, so a registration is checked against them too,
-    # not only against the voters this process was started with.
-    quorum_voter_ids: Callable[[], frozenset[int]] | None = None
-
-    def register_broker(
-        self, req: RegisterBrokerRequest, now_ms: int, next_offset: int
-    ) -> ControllerResult:
-        if self.quorum_voter_ids is not None:
-            ids = self.config.controller_ids | self.quorum_voter_ids()
-            if ids != self.config.controller_ids:
-                self.config = replace(self.config, controller_ids=ids)
-        return super().register_broker(req, now_ms, next_offset)
-
-    def replay(self, record: Record, offset: int) -> None:
-        if self.active:
-            # Before replay: a removed topic still has its name.
-            log_state_change(record, offset, self._topic_name)
-        super().replay(record, offset)
-        m = self.metrics
-        if m is None or not self.active:
-            return
-        t = type(record)
-        if t is FenceBrokerRecord:
-            m.fences.inc()
-        elif t is PartitionChangeRecord and record.leader != -2:  # type: ignore[union-attr]
-            unclean = record.leader_recovery_state == RECOVERING  # type: ignore[union-attr]
-            m.partition_elections.labels(unclean=str(unclean).lower()).inc()
-
-    def replay_batch(
-        self, base_offset: int, records: Iterable[Record], append_time_ms: int = 0
-    ) -> None:
-        m = self.metrics
-        if m is None or not self.active:
-            super().replay_batch(base_offset, records, append_time_ms)
-            return
-        # As replay() above, with the counters added once per batch: a fence of a
-        # broker in a million ISRs is a million elections and ISR changes. The
-        # partitions of a large slice get one summary state-change line, not one
-        # each: a JSON line costs ~30 us, three times the replay, and a million of
-        # them held the active controller's loop for tens of seconds.
-        records = records if isinstance(records, list | tuple) else list(records)
-        detail = len(records) <= STATE_CHANGE_DETAIL_MAX
-        fences = clean = unclean = isr_only = created = 0
-        off = base_offset
-        for record in records:
-            t = type(record)
-            if detail or (t is not PartitionChangeRecord and t is not PartitionRecord):
-                log_state_change(record, off, self._topic_name)
-            QuorumController.replay(self, record, off)
-            if t is PartitionChangeRecord:
-                if record.leader != NO_LEADER_CHANGE:  # type: ignore[union-attr]
-                    if record.leader_recovery_state == RECOVERING:  # type: ignore[union-attr]
-                        unclean += 1
-                    else:
-                        clean += 1
-                elif record.isr is not None:  # type: ignore[union-attr]
-                    isr_only += 1
-            elif t is PartitionRecord:
-                created += 1
-            elif t is FenceBrokerRecord:
-                fences += 1
-            off += 1
-        self.image.last_append_time_ms = max(self.image.last_append_time_ms, append_time_ms)
-        if fences:
-            m.fences.inc(fences)
-        if clean:
-            m.partition_elections.labels(unclean="false").inc(clean)
-        if unclean:
-            m.partition_elections.labels(unclean="true").inc(unclean)
-        if not detail and (clean or unclean or isr_only or created):
-            log_state_changes_summary(
-                base_offset,
-                off - 1,
-                partition_created=created,
-                partition_leader_elected=clean + unclean,
-                unclean=unclean,
-                isr_changed=isr_only,
-            )
-
-    def _topic_name(self, topic_id: str) -> str | None:
-        topic = self.image.topics.get(topic_id)
-        return topic.name if topic is not None else None
-
-
 class _RaftWriter:
-    """ControllerService's MetadataWriter over the RaftClient."""
+    """ControllerService's MetadataWriter and QuorumReader over the RaftClient."""
 
     def __init__(self, raft: RaftClient) -> None:
         self.raft = raft
@@ -379,46 +277,11 @@ class _RaftWriter:
         le = self.raft.leader_and_epoch
         return le.leader_id, self.raft.leader_url(le.leader_id)
 
+    def describe(self) -> dict[str, Any]:
+        return self.raft.describe()
 
-class _RoutesService:
-    """What kraft.server.routes needs: the ControllerService plus the node's views."""
-
-    def __init__(self, node: ControllerNode) -> None:
-        self._node = node
-        self._service = node.service
-
-    async def write(self, name: str, generate: Any, *, priority: bool = False) -> Any:
-        return await self._service.write(name, generate, priority=priority)
-
-    def submit(self, name: str, generate: Any, *, priority: bool = False) -> Any:
-        return self._service.submit(name, generate, priority=priority)
-
-    def timed_out(self, name: str) -> ApiError:
-        return self._service.timed_out(name)
-
-    @property
-    def reply_timeout_s(self) -> float:
-        return self._service.reply_timeout_s
-
-    async def read_image(self, standby: bool = False) -> MetadataImage:
-        return await self._service.read_image(standby)
-
-    def note_heartbeat_contact(self, broker_id: int, broker_epoch: int) -> None:
-        if self._service.active:
-            self._service.note_heartbeat_contact(broker_id, broker_epoch)
-
-    def quorum_view(self) -> dict[str, Any]:
-        return self._node.raft.describe()
-
-    def metrics_text(self) -> tuple[bytes, str]:
-        return self._node.metrics.render()
-
-    # the web console's reads (kraft.console.server.ConsoleSource)
-    def console_controller(self) -> tuple[Any, int]:
-        return self._service.controller, self._service.clock()
-
-    def read_committed_log(self, from_offset: int, max_bytes: int) -> tuple[bytes, int, int]:
-        raft = self._node.raft
+    def read_committed(self, from_offset: int, max_bytes: int) -> tuple[bytes, int, int]:
+        raft = self.raft
         data = raft.log.read(from_offset, max_bytes) if max_bytes > 0 else b""
         return data, raft.high_watermark, raft.log.start_offset
 
@@ -436,25 +299,9 @@ class NodeSettings:
     # KIP-853: start as an observer that finds the quorum through these URLs.
     bootstrap_controllers: tuple[str, ...] = ()
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return default if self.config is None else self.config.get(key, default)
-
-
-def _issue19_config(s: NodeSettings) -> dict[str, Any]:
-    """ControllerConfig's KIP-966 and leader-balancing fields from the node's keys
-    (defaults from the config registry when no config was loaded)."""
-    from kraft.config import KEYS
-
-    def get(key: str) -> Any:
-        return s.get(key, KEYS[key].default)
-
-    return {
-        "min_insync_replicas": get("min.insync.replicas"),
-        "auto_leader_rebalance_enable": get("auto.leader.rebalance.enable"),
-        "leader_imbalance_check_interval_seconds": get("leader.imbalance.check.interval.seconds"),
-        "leader_imbalance_max_elections_per_batch": get("leader.imbalance.max.elections.per.batch"),
-        "bootstrap_eligible_leader_replicas_version": get("eligible.leader.replicas.version"),
-    }
+    def get(self, key: str) -> Any:
+        """The configured value, else the registry's default (kraft.config)."""
+        return value_of(self.config, key)
 
 
 def _url(host: str, port: int, scheme: str = "http") -> str:
@@ -515,64 +362,8 @@ class ControllerNode:
             self.data_dir, s.node_id, s.cluster_id or derive_cluster_id(voters), explicit
         )
         self.directory_id = directory_id_of(self.data_dir)
-        self.raft_config = RaftConfig(
-            election_timeout_ms=s.get("controller.quorum.election.timeout.ms", 1000),
-            fetch_timeout_ms=s.get("controller.quorum.fetch.timeout.ms", 2000),
-            fetch_max_wait_ms=s.get("controller.quorum.fetch.max.wait.ms", 500),
-            high_watermark_linger_ms=s.get("controller.quorum.high.watermark.linger.ms", 1),
-            request_timeout_ms=s.get("controller.quorum.request.timeout.ms", 2000),
-        )
-        self.snapshot_bytes = s.get(
-            "metadata.log.max.record.bytes.between.snapshots", 20 * 1024 * 1024
-        )
-        self.snapshot_interval_ms = s.get("metadata.log.max.snapshot.interval.ms", 3_600_000)
-        self.retention_bytes = s.get("metadata.max.retention.bytes", 100 * 1024 * 1024)
-        self.retention_ms = s.get("metadata.max.retention.ms", 7 * 24 * 3_600_000)
-        self.log = FileReplicatedLog.open(
-            self.data_dir / METADATA_DIR_NAME,
-            segment_bytes=s.get("metadata.log.segment.bytes", 1024 * 1024 * 1024),
-        )
-        self.raft = RaftClient(
-            s.node_id,
-            self.voter_urls or None,
-            self.cluster_id,
-            self.log,
-            QuorumStateFile(self.data_dir),
-            self.raft_config,
-            transport=transport or HttpTransport(self.voter_urls, security=self.security.client),
-            rng=random.Random(rng.getrandbits(64)),
-            clock=clock,
-            timestamp=timestamp,
-            directory_id=self.directory_id,
-            bootstrap_servers=s.bootstrap_controllers,
-        )
-        self.controller = _MeteredController(
-            ControllerConfig(
-                node_id=s.node_id,
-                controller_ids=frozenset(voters) | {s.node_id},
-                cluster_id=self.cluster_id,
-                session_timeout_ms=s.get("broker.session.timeout.ms", 9000),
-                heartbeat_interval_ms=s.get("broker.heartbeat.interval.ms", 2000),
-                unclean_leader_election_enable=s.get("unclean.leader.election.enable", False),
-                **_issue19_config(s),
-            ),
-            random.Random(rng.getrandbits(64)),
-        )
-        self.metrics = ControllerMetrics(self._gauges)
-        self.controller.metrics = self.metrics
-        self.controller.quorum_voter_ids = self._quorum_voter_ids
-        self.service = ControllerService(
-            self.controller,
-            _RaftWriter(self.raft),
-            queue_size=s.get("controller.event.queue.size", 10_000),
-            request_timeout_ms=s.get("request.timeout.ms", 30_000),
-            max_idle_interval_ms=s.get("metadata.max.idle.interval.ms", 500),
-            on_event_time=lambda _name, ms: self.metrics.event_queue_time.observe(ms),
-            on_commit_latency=self.metrics.commit_latency.observe,
-            on_fence_committed=self.metrics.fence_committed,
-            clock=clock,
-            timestamp=timestamp,
-        )
+        self._open_raft(rng, transport, voters)
+        self._build_controller(rng, voters)
         self.raft.register_listener(self)
         self.raft.on_state_change = self._on_raft_state
         self._active_from: int | None = None  # first offset this node wrote as active
@@ -600,6 +391,59 @@ class ControllerNode:
             [self.security], self.security.reload_interval_ms, who=f"controller-{s.node_id}"
         )
 
+    def _open_raft(
+        self, rng: random.Random, transport: Any, voters: dict[int, tuple[str, int]]
+    ) -> None:
+        """The metadata log (DESIGN 1.5) and the Raft driver over it."""
+        s = self.settings
+        self.raft_config = RaftConfig.from_config(s.config)
+        self.snapshot_bytes = s.get("metadata.log.max.record.bytes.between.snapshots")
+        self.snapshot_interval_ms = s.get("metadata.log.max.snapshot.interval.ms")
+        self.retention_bytes = s.get("metadata.max.retention.bytes")
+        self.retention_ms = s.get("metadata.max.retention.ms")
+        self.log = FileReplicatedLog.open(
+            self.data_dir / METADATA_DIR_NAME, segment_bytes=s.get("metadata.log.segment.bytes")
+        )
+        self.raft = RaftClient(
+            s.node_id,
+            self.voter_urls or None,
+            self.cluster_id,
+            self.log,
+            QuorumStateFile(self.data_dir),
+            self.raft_config,
+            transport=transport or HttpTransport(self.voter_urls, security=self.security.client),
+            rng=random.Random(rng.getrandbits(64)),
+            clock=self._clock,
+            timestamp=self._timestamp,
+            directory_id=self.directory_id,
+            bootstrap_servers=s.bootstrap_controllers,
+        )
+
+    def _build_controller(self, rng: random.Random, voters: dict[int, tuple[str, int]]) -> None:
+        """The pure controller, its metrics (a replay observer) and its event-queue
+        shell, which is also the HTTP routes' backend."""
+        s = self.settings
+        self.metrics = ControllerMetrics(self._gauges)
+        config = ControllerConfig.from_config(
+            s.config, s.node_id, frozenset(voters) | {s.node_id}, self.cluster_id
+        )
+        self.controller = QuorumController(
+            config, random.Random(rng.getrandbits(64)), observer=ReplayMetrics(self.metrics)
+        )
+        self._voters_version = -1  # of the voter set last given to the controller
+        raft_log = _RaftWriter(self.raft)
+        self.service = ControllerService(
+            self.controller,
+            raft_log,
+            queue_size=s.get("controller.event.queue.size"),
+            request_timeout_ms=s.get("request.timeout.ms"),
+            max_idle_interval_ms=s.get("metadata.max.idle.interval.ms"),
+            quorum=raft_log,
+            metrics=self.metrics,
+            clock=self._clock,
+            timestamp=self._timestamp,
+        )
+
     # ----------------------------------------------------------------- lifecycle
 
     def build_app(self) -> web.Application:
@@ -609,40 +453,32 @@ class ControllerNode:
         middlewares: list[Any] = [error_middleware]
         if self.security.authorizer is not None:
             middlewares.append(security_middleware(self.security))
-        middlewares.append(body_middleware(s.get("connections.max.idle.ms", 60_000) / 1000))
+        middlewares.append(body_middleware(s.get("connections.max.idle.ms") / 1000))
         app = web.Application(
             middlewares=middlewares,
-            client_max_size=s.get("max.request.bytes", 10 * 1024 * 1024),
+            client_max_size=s.get("max.request.bytes"),
         )
         app[SECURITY] = self.security
-        app.add_routes(
-            build_raft_routes(
-                self.raft, s.get("replica.fetch.response.max.bytes", 10 * 1024 * 1024)
-            )
-        )
+        app.add_routes(build_raft_routes(self.raft, s.get("replica.fetch.response.max.bytes")))
         app.add_routes(build_quorum_routes(self.raft))
-        limits = TopicLimits(
-            max_partitions_per_topic=s.get("max.partitions.per.topic", 10_000),
-            max_topics=s.get("max.topics", 100_000),
-        )
-        app.add_routes(build_routes(_RoutesService(self), limits))
+        app.add_routes(build_routes(self.service, TopicLimits.from_config(s.config)))
         return app
 
     async def start(self) -> None:
         """Listen first (peers and clients get answers at once), then drive Raft."""
-        idle_s = self.settings.get("connections.max.idle.ms", 60_000) / 1000
+        idle_s = self.settings.get("connections.max.idle.ms") / 1000
         self._runner = web.AppRunner(
             self.build_app(), access_log=None, handle_signals=False, keepalive_timeout=idle_s
         )
         await self._runner.setup()
         host, port = self.listen
         fronts = None
-        if self.settings.get("controller.heartbeat.front.enable", True):
+        if self.settings.get("controller.heartbeat.front.enable"):
             assert self._runner.server is not None
             fronts = HeartbeatFronts(
-                _RoutesService(self),
+                self.service,
                 self._runner.server,
-                max_body_bytes=self.settings.get("max.request.bytes", 10 * 1024 * 1024),
+                max_body_bytes=self.settings.get("max.request.bytes"),
                 idle_timeout_s=idle_s,
                 security=self.security,
             )
@@ -737,6 +573,7 @@ class ControllerNode:
         )
 
     def handle_commit(self, batch: CommittedBatch) -> None:
+        self._sync_controller_ids()
         if self._active_from is not None and batch.base_offset >= self._active_from:
             # Our own batch: already replayed when appended; now it is committed.
             self.service.on_committed(batch.last_offset)
@@ -767,6 +604,7 @@ class ControllerNode:
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         self._activating = None
+        self._sync_controller_ids()
         if leader.leader_id == self.node_id:
             if not self._replayer.idle:
                 # Activation starts from the whole committed log, replayed in slices
@@ -780,9 +618,14 @@ class ControllerNode:
             self._active_from = None
             self.service.on_lost_leadership()
 
-    def _quorum_voter_ids(self) -> frozenset[int]:
+    def _sync_controller_ids(self) -> None:
+        """Tell the controller when the quorum's voter set changed (KIP-853:
+        controllers are added at run time, and node ids are one namespace, so a
+        broker may not register with a controller's id)."""
         core = self.raft.core
-        return core.voters if core is not None else frozenset()
+        if core is not None and core.voters_version != self._voters_version:
+            self._voters_version = core.voters_version
+            self.controller.add_controller_ids(core.voters)
 
     def _on_raft_state(self, state: str, epoch: int, leader_id: int | None) -> None:
         if state == "candidate":

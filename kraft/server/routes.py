@@ -15,7 +15,8 @@ is generated (kraft.controller.topic_policy).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -41,29 +42,42 @@ from kraft.controller.topic_policy import (
     check_topic_count,
 )
 from kraft.controller.views import describe_topic, list_brokers, list_topics, metadata_view
-from kraft.security.server_security import authorize_admin, authorize_broker
+from kraft.security.authz import Authorizer
+from kraft.security.server_security import (
+    PRINCIPAL,
+    SECURITY,
+    authorize_admin,
+    authorize_broker,
+    check,
+)
 from kraft.server.api_spec import openapi, routes_from_spec
+from kraft.server.controller_service import Generate
 from kraft.server.http_codec import read_body, reply
 from metadata_log.image import MetadataImage
 
-Generate = Callable[
-    [QuorumController, int, int], ControllerResult
-]  # (controller, now_ms, next_offset)
 
-
-class ControllerService(Protocol):
-    """What the routes need from the controller shell."""
+class ControllerBackend(Protocol):
+    """What the routes need from the controller shell (kraft.server.controller_service
+    .ControllerService implements it)."""
 
     async def write(self, name: str, generate: Generate, *, priority: bool = False) -> Any:
         """Queue a command; answer its reply once its records are committed."""
+        ...
+
+    def submit(self, name: str, generate: Generate, *, priority: bool = False) -> Any:
+        """Queue a command; a future of its reply (raises ApiError at once if refused)."""
+        ...
+
+    async def wait_reply(self, name: str, fut: Any) -> Any:
+        """A submitted command's reply, waited for at most `reply_timeout_s`."""
         ...
 
     async def read_image(self, standby: bool = False) -> MetadataImage:
         """The committed image (on the active controller unless standby is allowed)."""
         ...
 
-    def submit(self, name: str, generate: Generate, *, priority: bool = False) -> Any:
-        """Queue a command; a future of its reply (raises ApiError at once if refused)."""
+    def reassignments(self) -> list[dict[str, Any]]:
+        """The ongoing reassignments of the image read last (ListPartitionReassignments)."""
         ...
 
     def timed_out(self, name: str) -> ApiError: ...
@@ -79,12 +93,13 @@ class ControllerService(Protocol):
 
 
 HEARTBEAT = "broker-heartbeat"
+HEARTBEAT_PATH = "/v1/brokers/heartbeat"
 
 
 class HeartbeatCommand:
-    """The heartbeat's command (the aiohttp route and kraft.server.heartbeat_front).
-    `at_once`: its reply without the event queue when it changes nothing
-    (QuorumController.heartbeat_at_once), while a large write holds the queue."""
+    """The heartbeat's command. `at_once`: its reply without the event queue when
+    it changes nothing (QuorumController.heartbeat_at_once), while a large write
+    holds the queue."""
 
     __slots__ = ("req",)
 
@@ -99,14 +114,52 @@ class HeartbeatCommand:
 
 
 def heartbeat_command(req: BrokerHeartbeatRequest) -> Generate:
-    """The heartbeat's command (the aiohttp route and kraft.server.heartbeat_front)."""
+    """The heartbeat's command (the simulators and tests queue it as the routes do)."""
     return HeartbeatCommand(req)
 
 
+def submit_heartbeat(
+    service: ControllerBackend,
+    authenticate: Callable[[], str | None],
+    body: Callable[[], Any],
+    authorizer: Authorizer | None,
+) -> asyncio.Future[Any]:
+    """The heartbeat path of both listeners, the aiohttp route below and the lean
+    front (kraft.server.heartbeat_front), in its order:
+
+    1. authenticate: the principal (401 before the body is looked at; the route's
+       middleware has done it already, the front does it here);
+    2. parse the body (400);
+    3. authorize: the principal may speak for that broker id (403);
+    4. note the contact as it arrives, even if the queued command later misses its
+       deadline (Kafka bug 15019);
+    5. submit the command in the event queue's priority lane.
+
+    Returns the command's future: its reply once its records are committed."""
+    principal = authenticate()
+    req = BrokerHeartbeatRequest.parse(body())
+    if authorizer is not None:
+        check(HEARTBEAT_PATH, principal, authorizer.broker_action(principal, req.broker_id))
+    service.note_heartbeat_contact(req.broker_id, req.broker_epoch)
+    return service.submit(HEARTBEAT, heartbeat_command(req), priority=True)
+
+
 def build_routes(
-    service: ControllerService, limits: TopicLimits | None = None
+    service: ControllerBackend, limits: TopicLimits | None = None
 ) -> list[web.RouteDef]:
-    limits = limits or TopicLimits()
+    """The API table's routes (kraft.server.api_spec) over `service`, and the web
+    console's (GET /ui...; not in the API table: HTML and its own views)."""
+    handlers = {**_broker_handlers(service), **_admin_handlers(service, limits or TopicLimits())}
+    handlers.update(_read_handlers(service))
+    console = build_console_routes(service) if hasattr(service, "console_controller") else []
+    return console + routes_from_spec(handlers)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _broker_handlers(service: ControllerBackend) -> dict[str, Handler]:
+    """Register, heartbeat, AlterPartition: a broker speaks for its own id."""
 
     async def register(request: web.Request) -> web.Response:
         req = RegisterBrokerRequest.parse(await read_body(request))
@@ -119,12 +172,29 @@ def build_routes(
         )
 
     async def heartbeat(request: web.Request) -> web.Response:
-        req = BrokerHeartbeatRequest.parse(await read_body(request))
+        body = await read_body(request)
+        security = request.app.get(SECURITY)
+        fut = submit_heartbeat(
+            service,
+            lambda: request.get(PRINCIPAL),  # authenticated by the security middleware
+            lambda: body,
+            None if security is None else security.authorizer,
+        )
+        return reply(request, await service.wait_reply(HEARTBEAT, fut))
+
+    async def alter_partition(request: web.Request) -> web.Response:
+        req = AlterPartitionRequest.parse(await read_body(request))
         authorize_broker(request, req.broker_id)
-        # Contact counts as it arrives, even if the queued command misses its deadline.
-        service.note_heartbeat_contact(req.broker_id, req.broker_epoch)
-        result = await service.write(HEARTBEAT, heartbeat_command(req), priority=True)
-        return reply(request, result)
+        return reply(
+            request,
+            await service.write("alter-partition", lambda c, now, off: c.alter_partition(req, now)),
+        )
+
+    return {"register": register, "heartbeat": heartbeat, "alter_partition": alter_partition}
+
+
+def _admin_handlers(service: ControllerBackend, limits: TopicLimits) -> dict[str, Handler]:
+    """Writes by an administrator (a super user when the authorizer is on)."""
 
     async def unregister(request: web.Request) -> web.Response:
         authorize_admin(request, "unregister a broker")
@@ -134,14 +204,6 @@ def build_routes(
             await service.write(
                 "unregister-broker", lambda c, now, off: c.unregister_broker(broker_id, now)
             ),
-        )
-
-    async def alter_partition(request: web.Request) -> web.Response:
-        req = AlterPartitionRequest.parse(await read_body(request))
-        authorize_broker(request, req.broker_id)
-        return reply(
-            request,
-            await service.write("alter-partition", lambda c, now, off: c.alter_partition(req, now)),
         )
 
     async def create_topic(request: web.Request) -> web.Response:
@@ -203,12 +265,28 @@ def build_routes(
             ),
         )
 
-    async def list_reassignments(request: web.Request) -> web.Response:
-        image = await service.read_image(_standby(request))
-        return reply(request, {"partitions": ongoing_reassignments(image)})
+    return {
+        "unregister": unregister,
+        "create_topic": create_topic,
+        "delete_topic": delete_topic,
+        "add_partitions": add_partitions,
+        "alter_configs": alter_configs,
+        "elect": elect,
+        "alter_reassignments": alter_reassignments,
+    }
 
-    def _standby(request: web.Request) -> bool:
-        return request.query.get("standby", "false").lower() == "true"
+
+def _standby(request: web.Request) -> bool:
+    return request.query.get("standby", "false").lower() == "true"
+
+
+def _read_handlers(service: ControllerBackend) -> dict[str, Handler]:
+    """Reads of the committed image (`?standby=true`: a standby's), the quorum,
+    metrics, health and the API description."""
+
+    async def list_reassignments(request: web.Request) -> web.Response:
+        await service.read_image(_standby(request))
+        return reply(request, {"partitions": service.reassignments()})
 
     async def get_topics(request: web.Request) -> web.Response:
         return reply(request, list_topics(await service.read_image(_standby(request))))
@@ -240,52 +318,17 @@ def build_routes(
     async def get_openapi(request: web.Request) -> web.Response:
         return reply(request, openapi(f"{request.scheme}://{request.host}"))
 
-    # the web console (GET /ui...; not in the API table: HTML and its own views)
-    console = build_console_routes(service) if hasattr(service, "console_controller") else []
-    return console + routes_from_spec(
-        {
-            "register": register,
-            "heartbeat": heartbeat,
-            "unregister": unregister,
-            "get_brokers": get_brokers,
-            "alter_partition": alter_partition,
-            "create_topic": create_topic,
-            "get_topics": get_topics,
-            "get_topic": get_topic,
-            "delete_topic": delete_topic,
-            "add_partitions": add_partitions,
-            "alter_configs": alter_configs,
-            "elect": elect,
-            "alter_reassignments": alter_reassignments,
-            "list_reassignments": list_reassignments,
-            "get_metadata": get_metadata,
-            "get_quorum": get_quorum,
-            "metrics": metrics,
-            "healthz": healthz,
-            "openapi": get_openapi,
-        }
-    )
-
-
-def ongoing_reassignments(image: MetadataImage) -> list[dict[str, Any]]:
-    """ListPartitionReassignments from a committed image: every partition with adding
-    or removing replicas, by topic name and partition id. `replicas` is the current
-    (union) set; the target is it without `removing_replicas`."""
-    out = []
-    for topic in image.topics.values():
-        for pid, p in topic.partitions.items():
-            if p.adding_replicas or p.removing_replicas:
-                out.append(
-                    {
-                        "topic": topic.name,
-                        "partition": pid,
-                        "replicas": list(p.replicas),
-                        "adding_replicas": list(p.adding_replicas),
-                        "removing_replicas": list(p.removing_replicas),
-                    }
-                )
-    out.sort(key=lambda r: (r["topic"], r["partition"]))
-    return out
+    return {
+        "list_reassignments": list_reassignments,
+        "get_topics": get_topics,
+        "get_topic": get_topic,
+        "get_brokers": get_brokers,
+        "get_metadata": get_metadata,
+        "get_quorum": get_quorum,
+        "metrics": metrics,
+        "healthz": healthz,
+        "openapi": get_openapi,
+    }
 
 
 def not_controller(leader_id: int | None, leader_url: str | None) -> ApiError:

@@ -11,11 +11,10 @@ import aiohttp
 import pytest
 
 from kraft.controller.errors import ApiError
-from kraft.controller.quorum_controller import ControllerConfig
+from kraft.controller.quorum_controller import ControllerConfig, QuorumController
 from kraft.controller.requests import RegisterBrokerRequest
 from kraft.server.node import (
     ControllerNode,
-    _MeteredController,
     directory_id_of,
     format_or_check,
     new_directory_id,
@@ -141,13 +140,13 @@ def test_a_controller_added_at_run_time_owns_its_node_id():
     # Node ids are one namespace: once node 7 is a voter (added with KIP-853 after
     # this process started with voters 1-3), a broker may not register as 7.
     voters = frozenset({1, 2, 3})
-    ctl = _MeteredController(
+    ctl = QuorumController(
         ControllerConfig(node_id=1, controller_ids=voters, cluster_id="c"), random.Random(0)
     )
     ctl.activate(0)
-    ctl.quorum_voter_ids = lambda: voters
+    ctl.add_controller_ids(voters)
     assert ctl.register_broker(RegisterBrokerRequest.parse(register_body(7, "c")), 0, 0).records
-    ctl.quorum_voter_ids = lambda: voters | {8}
+    ctl.add_controller_ids(voters | {8})
     with pytest.raises(ApiError) as e:
         ctl.register_broker(RegisterBrokerRequest.parse(register_body(8, "c")), 0, 1)
     assert e.value.code == "INVALID_REQUEST" and "controller" in str(e.value)

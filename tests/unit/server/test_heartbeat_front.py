@@ -64,12 +64,14 @@ class FakeService:
     def timed_out(self, name: str) -> ApiError:
         return ApiError("REQUEST_TIMED_OUT", f"{name} did not commit in time")
 
-    async def write(self, name: str, generate: Any, *, priority: bool = False) -> Any:
-        fut = self.submit(name, generate, priority=priority)
+    async def wait_reply(self, name: str, fut: asyncio.Future[Any]) -> Any:
         try:
             return await asyncio.wait_for(asyncio.shield(fut), self.reply_timeout_s)
         except TimeoutError:
             raise self.timed_out(name) from None
+
+    async def write(self, name: str, generate: Any, *, priority: bool = False) -> Any:
+        return await self.wait_reply(name, self.submit(name, generate, priority=priority))
 
     def note_heartbeat_contact(self, broker_id: int, broker_epoch: int) -> None:
         self.contacts.append((broker_id, broker_epoch))
