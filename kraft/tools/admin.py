@@ -370,21 +370,33 @@ HANDLERS: dict[str, Callable[[AdminClient, argparse.Namespace], Awaitable[int]]]
 
 
 def run(args: argparse.Namespace) -> int:
+    return run_with_client(f"kraft {args.command}", args, HANDLERS[args.command])
+
+
+def run_with_client(
+    name: str,
+    args: argparse.Namespace,
+    action: Callable[[AdminClient, argparse.Namespace], Awaitable[int]],
+    usage_errors: tuple[type[Exception], ...] = (ValueError,),
+) -> int:
+    """Run one admin `action` against `--bootstrap` (with `--command-config`'s
+    security): exit 1 on a controller's error, 2 on a usage error, each printed as
+    one line prefixed by `name` (Kafka's tools print `Error: ...` likewise)."""
     try:
         security = from_command_config(getattr(args, "command_config", None))
     except ConfigError as e:
-        print(f"kraft {args.command}: error: {e}", file=sys.stderr)
+        print(f"{name}: error: {e}", file=sys.stderr)
         return 2
 
     async def go() -> int:
         async with AdminClient(args.bootstrap, timeout_s=args.timeout, security=security) as client:
-            return await HANDLERS[args.command](client, args)
+            return await action(client, args)
 
     try:
         return asyncio.run(go())
     except ClientError as e:
-        print(f"kraft {args.command}: {e.code}: {e.message}", file=sys.stderr)
+        print(f"{name}: {e.code}: {e.message}", file=sys.stderr)
         return 1
-    except ValueError as e:
-        print(f"kraft {args.command}: error: {e}", file=sys.stderr)
+    except usage_errors as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
         return 2

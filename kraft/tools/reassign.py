@@ -24,19 +24,15 @@ Errors print `ERROR_CODE: message` (the controller's, Kafka's names) and exit 1.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import random
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kraft.admin_client import AdminClient, ClientError
-from kraft.config import ConfigError
 from kraft.controller.placement import place_replicas
-from kraft.security.client_security import from_command_config
-from kraft.tools.admin import add_bootstrap
+from kraft.tools.admin import add_bootstrap, run_with_client
 
 PartitionKey = tuple[str, int]
 
@@ -328,11 +324,6 @@ async def _cancel(client: AdminClient, args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        security = from_command_config(getattr(args, "command_config", None))
-    except ConfigError as e:
-        print(f"kraft reassign-partitions: error: {e}", file=sys.stderr)
-        return 2
     action = (
         _generate
         if args.generate
@@ -342,16 +333,4 @@ def run(args: argparse.Namespace) -> int:
         if args.verify
         else _cancel
     )
-
-    async def go() -> int:
-        async with AdminClient(args.bootstrap, timeout_s=args.timeout, security=security) as client:
-            return await action(client, args)
-
-    try:
-        return asyncio.run(go())
-    except ClientError as e:
-        print(f"kraft reassign-partitions: {e.code}: {e.message}", file=sys.stderr)
-        return 1
-    except PlanError as e:
-        print(f"kraft reassign-partitions: error: {e}", file=sys.stderr)
-        return 2
+    return run_with_client("kraft reassign-partitions", args, action, usage_errors=(PlanError,))
