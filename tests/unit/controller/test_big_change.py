@@ -27,9 +27,9 @@ from kraft.controller.requests import BrokerHeartbeatRequest
 from kraft.server.chunked_replay import ChunkedReplay
 from kraft.server.routes import heartbeat_command
 from metadata_log.records import EndTransactionRecord, FenceBrokerRecord, PartitionChangeRecord
+from tests.unit.server.test_controller_service import make, settle
 
 from .harness import Harness
-from .test_controller_service import make, settle
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,7 +14,7 @@ from kraft.controller.quorum_controller import ControllerResult
 from kraft.server.controller_service import ControllerService
 from metadata_log.records import PartitionChangeRecord
 from tests.unit.controller.harness import Harness
-from tests.unit.controller.test_controller_service import FakeWriter, make
+from tests.unit.server.test_controller_service import FakeWriter, make
 
 pytestmark = pytest.mark.timeout(30)
 

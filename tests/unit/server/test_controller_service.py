@@ -20,14 +20,14 @@ from kraft.controller.quorum_controller import ControllerResult, QuorumControlle
 from kraft.controller.requests import BrokerHeartbeatRequest
 from kraft.server import controller_service
 from kraft.server.controller_service import REPLAY_CHUNK, ControllerService
+from kraft.server.routes import ControllerBackend
 from metadata_log.records import (
     AbortTransactionRecord,
     BeginTransactionRecord,
     NoOpRecord,
     TopicRecord,
 )
-
-from .harness import Harness
+from tests.unit.controller.harness import Harness
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -520,3 +520,12 @@ async def test_lost_leadership_while_a_fence_is_generated(monkeypatch) -> None:
         assert svc._replay is None and writer.appended == [] and h.c.image.to_dict() == before
     finally:
         await svc.stop()
+
+
+def test_the_service_is_the_routes_backend_itself() -> None:
+    # No adapter between the routes and the service (issue 24): every member of
+    # the routes' Protocol is the service's own.
+    members = [n for n in vars(ControllerBackend) if not n.startswith("_")]
+    assert "submit" in members and "quorum_view" in members
+    missing = [n for n in members if not hasattr(ControllerService, n)]
+    assert missing == []
