@@ -265,17 +265,22 @@ class Engine:
 
     def advance(self, t: int, inclusive: bool) -> None:
         """Run the session timer and the retries due before t (at t if inclusive)."""
+        ctl, later = self.ctl, self._later
+        stop = t if inclusive else t - 1  # the last time to run anything at
         while True:
-            due = self.ctl.next_fence_check_ms()
-            later = self._later[0][0] if self._later else None
-            nxt = min(x for x in (due, later, t + 1) if x is not None)
-            if nxt > t or (nxt == t and not inclusive):
+            # the earlier of the next session expiry and the next retry (the
+            # expiry first at a tie); a plain comparison: this runs every unit
+            due = ctl.next_fence_check_ms()
+            nxt = later[0][0] if later else None
+            if due is not None and (nxt is None or due <= nxt):
+                nxt = due
+            if nxt is None or nxt > stop:
                 return
             self.now = max(self.now, nxt)
-            if due is not None and due == nxt:
+            if nxt == due:
                 self._fence_check(nxt, t)
             else:
-                _, _, cmd = heapq.heappop(self._later)
+                _, _, cmd = heapq.heappop(later)
                 self._command(cmd)
 
     def _fence_check(self, at: int, until_t: int) -> None:
@@ -333,6 +338,9 @@ class Engine:
         if not self.ctl.active:
             self.stats.skipped["no active controller"] += 1
             return
+        if type(cmd) is F.AlterIsr:  # nine commands in ten: no pattern match
+            self._alter_isr(cmd)
+            return
         match cmd:
             case F.Register():
                 self._register(cmd)
@@ -362,8 +370,6 @@ class Engine:
                 self._run("delete_topic", lambda: self.ctl.delete_topic(topic.name, self.now))
             case F.AlterConfigs():
                 self._alter_configs(cmd)
-            case F.AlterIsr():
-                self._alter_isr(cmd)
             case F.AdminElect():
                 self._elect(cmd)
             case F.Reassign():
@@ -555,14 +561,21 @@ class Engine:
             for r in target
             if r in p.replicas and (r in p.isr or r == p.leader or _can_join(image.brokers.get(r)))
         )
-        self._send_isr(cmd.topic_id, cmd.partition_id, target, cmd.leader_recovery_state)
+        self._send_isr(cmd.topic_id, cmd.partition_id, target, cmd.leader_recovery_state, p)
 
     def _send_isr(
-        self, topic_id: str, partition_id: int, target: tuple[int, ...], recovery: int
+        self,
+        topic_id: str,
+        partition_id: int,
+        target: tuple[int, ...],
+        recovery: int,
+        p: Any = None,
     ) -> None:
-        """The partition leader's AlterPartition asking for `target`."""
+        """The partition leader's AlterPartition asking for `target` (`p`: the
+        partition as the image has it now, when the caller has it at hand)."""
         image = self.ctl.image
-        p = image.topics[topic_id].partitions[partition_id]
+        if p is None:
+            p = image.topics[topic_id].partitions[partition_id]
         if recovery == -1:
             recovery = p.leader_recovery_state
         if p.leader_recovery_state == RECOVERING and recovery == RECOVERING and len(target) > 1:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -423,7 +423,10 @@ def read_facts(log_dir: str | Path, session_timeout_ms: int) -> Facts:
                     head.time_ms,
                     False,
                     # the commands stand for the records: keep the batches' shape only
-                    tuple(replace(b, records=()) for b in unit_batches),
+                    tuple(
+                        Batch(b.base_offset, b.leader_epoch, b.time_ms, b.control, ())
+                        for b in unit_batches
+                    ),
                     cmds,
                     unexplained,
                 )
@@ -461,6 +464,10 @@ def _commands(
     partition change, so a unit holding one and partition changes (a delete
     group-committed with an AlterPartition) holds those as facts too."""
     out: list[tuple[int, Command]] = []
+    if len(records) == 1 and type(records[0]) is PartitionChangeRecord:
+        # most units of a long log: a leader's AlterPartition alone
+        unexplained = _partition_commands([(0, records[0])], image, out)
+        return tuple(cmd for _, cmd in out), unexplained
     explained_partitions = False
     topic_records = [(i, r) for i, r in enumerate(records) if type(r) is TopicRecord]
     for i, r in enumerate(records):

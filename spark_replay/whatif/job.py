@@ -1,13 +1,16 @@
 """`spark-replay what-if`: every scenario of a grid over one log, in one Spark job.
 
 The driver reads the log's facts once (`facts.read_facts`, a few seconds per
-million records) and leaves them in OUT/_whatif_work for the tasks; then one
-Spark task per scenario (the actual log being one more) writes its scenario's
-counterfactual log, replays it into leader_elections and offline_partitions
-(`replay.scenario_tables`), writes its part of `whatif_elections` and
-`whatif_offline_partitions` and returns its figures (`metrics`). The driver
-checks identity (the in-force scenario against the actual tables, row for row),
-writes `whatif_summary.json` and the "What if" section of report.html.
+million records) and leaves them in OUT/_whatif_work for the tasks, while one
+Spark task builds the actual log's leader_elections and offline_partitions
+beside it (they need no facts). Then one Spark task per scenario writes its
+scenario's counterfactual log, replays it into the two tables
+(`replay.history_tables`), writes its part of `whatif_elections` and
+`whatif_offline_partitions` and returns its figures (`metrics`). The in-force
+scenario's log is usually the actual log byte for byte (`replay.same_log`): its
+tables are then the actual ones, not built again. The driver checks identity
+(the in-force scenario against the actual tables, row for row), writes
+`whatif_summary.json` and the "What if" section of report.html.
 
 Why a task per scenario and not per partition: the controller's broker
 decisions are not independent of its partitions (a broker asking to shut down
@@ -36,11 +39,15 @@ import pyarrow.parquet as pq
 from spark_replay.whatif.facts import Facts, read_facts
 from spark_replay.whatif.metrics import scenario_metrics, table_differences
 from spark_replay.whatif.replay import (
+    COMPARED as TABLE_NAMES,
+)
+from spark_replay.whatif.replay import (
     history_tables,
     load_facts,
+    same_log,
     save_facts,
-    scenario_tables,
     with_scenario,
+    write_counterfactual_log,
 )
 from spark_replay.whatif.scenario import IN_FORCE, Scenario, ScenarioError
 
@@ -92,24 +99,41 @@ def run_item(item: tuple[int, Scenario | None, str, str, int, int]) -> dict[str,
     index, scenario, log_dir, out, start_ms, end_ms = item
     t = time.perf_counter()
     work = Path(out) / WORK / f"scenario-{index:03d}"
+    stats: dict[str, Any] = {}
     if scenario is None:
         raw = history_tables(Path(log_dir), work / "tables")
-        tables = {n: with_scenario(t_, ACTUAL) for n, t_ in raw.items()}
-        stats: dict[str, Any] = {}
         name = ACTUAL
     else:
         facts = load_facts(Path(out) / WORK / "facts.pickle")
-        tables, stats = scenario_tables(facts, scenario, work)
         name = scenario.name
+        log = work / "log"
+        stats = write_counterfactual_log(facts, scenario, log)
+        actual = Path(out) / WORK / "scenario-000"
+        if name == IN_FORCE and same_log(log, Path(log_dir)):
+            # the actual log again, byte for byte: the actual tables (already
+            # built by the actual log's task, which ran beside the facts)
+            raw = {n: pq.read_table(actual / f"{n}.parquet") for n in TABLE_NAMES}
+            stats["identical_log"] = True
+        else:
+            raw = history_tables(log, work / "tables")
+            stats["identical_log"] = False
+        shutil.rmtree(log, ignore_errors=True)
+    shutil.rmtree(work / "tables", ignore_errors=True)
+    tables = {n: with_scenario(t_, name) for n, t_ in raw.items()}
     for table_dir, name_in in TABLES.items():
         _write_part(out, table_dir, index, tables[name_in])
-    if scenario is None or scenario.name == IN_FORCE:
+    if scenario is None or (name == IN_FORCE and not stats["identical_log"]):
         # kept for the identity check on the driver
-        for n, tab in tables.items():
+        work.mkdir(parents=True, exist_ok=True)
+        for n, tab in raw.items():
             pq.write_table(tab, str(work / f"{n}.parquet"))
-    metrics = scenario_metrics(
-        tables["leader_elections"], tables["offline_partitions"], start_ms, end_ms
-    )
+    # the actual log's task runs before the facts give the log's times: the
+    # driver computes its figures
+    metrics = None
+    if scenario is not None:
+        metrics = scenario_metrics(
+            tables["leader_elections"], tables["offline_partitions"], start_ms, end_ms
+        )
     return {
         "name": name,
         "engine": stats,
@@ -118,11 +142,55 @@ def run_item(item: tuple[int, Scenario | None, str, str, int, int]) -> dict[str,
     }
 
 
-def identity(out: Path, in_force_index: int) -> dict[str, Any]:
-    """The in-force scenario's tables against the actual ones, row for row."""
-    result: dict[str, Any] = {"holds": True, "tables": {}}
+class _Background:
+    """One task's Spark job run from a thread beside the driver's own work;
+    `cancel` ends it (its job group) if it is still running."""
+
+    JOIN_S = 60.0  # bound on the wait for a cancelled job's thread
+
+    def __init__(self, sc: Any, item: tuple[Any, ...], what: str) -> None:
+        from pyspark import InheritableThread
+
+        self._sc = sc
+        self._group = f"whatif-{uuid.uuid4().hex}"
+        self._box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                sc.setJobGroup(self._group, f"spark-replay what-if: {what}", True)
+                self._box["result"] = sc.parallelize([item], 1).map(run_item).collect()[0]
+            except BaseException as e:  # re-raised by result()
+                self._box["error"] = e
+
+        self._thread = InheritableThread(target=run, daemon=True)
+        self._thread.start()
+
+    def result(self) -> dict[str, Any]:
+        self._thread.join()
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["result"]
+
+    def cancel(self) -> None:
+        if self._thread.is_alive():
+            self._sc.cancelJobGroup(self._group)
+            self._thread.join(self.JOIN_S)
+
+
+def identity(out: Path, in_force_index: int, identical_log: bool) -> dict[str, Any]:
+    """The in-force scenario's tables against the actual ones, row for row; when
+    its log is the actual log byte for byte, its tables are the actual ones."""
+    result: dict[str, Any] = {"holds": True, "identical_log": identical_log, "tables": {}}
     for name, key in KEYS.items():
         a = pq.read_table(out / WORK / "scenario-000" / f"{name}.parquet")
+        if identical_log:
+            result["tables"][name] = {
+                "actual_rows": a.num_rows,
+                "replayed_rows": a.num_rows,
+                "differing_rows": 0,
+                "differences": [],
+            }
+            continue
         b = pq.read_table(out / WORK / f"scenario-{in_force_index:03d}" / f"{name}.parquet")
         diffs = table_differences(a, b, key, limit=0)
         result["tables"][name] = {
@@ -165,36 +233,49 @@ def _run(
 ) -> dict[str, Any]:
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    if facts is None:
-        facts = read_facts(log_dir, scenarios[0].session_timeout_ms)
-        check_racks(facts, scenarios)
     (out / WORK).mkdir(parents=True)
-    save_facts(facts, out / WORK / "facts.pickle")
-    timings["facts_s"] = time.perf_counter() - t
-    _progress(
-        f"facts: {len(facts.units)} units, {facts.command_count} commands "
-        f"({timings['facts_s']:.1f} s)"
-    )
     for table_dir in TABLES:
         (out / table_dir).mkdir()
-    items = [(0, None, str(log_dir), str(out), facts.first_time_ms, facts.last_time_ms)]
-    items += [
+    sc = spark.sparkContext
+    # The actual log's tables need no facts: one task builds them while the
+    # driver reads the facts (one core each).
+    actual = _Background(sc, (0, None, str(log_dir), str(out), 0, 0), "the actual log's tables")
+    try:
+        if facts is None:
+            facts = read_facts(log_dir, scenarios[0].session_timeout_ms)
+            check_racks(facts, scenarios)
+        save_facts(facts, out / WORK / "facts.pickle")
+        timings["facts_s"] = time.perf_counter() - t
+        _progress(
+            f"facts: {len(facts.units)} units, {facts.command_count} commands "
+            f"({timings['facts_s']:.1f} s)"
+        )
+        actual_result = actual.result()
+    finally:
+        actual.cancel()
+    timings["actual_s"] = time.perf_counter() - t
+    items = [
         (i + 1, s, str(log_dir), str(out), facts.first_time_ms, facts.last_time_ms)
         for i, s in enumerate(scenarios)
     ]
     t = time.perf_counter()
-    sc = spark.sparkContext
     sc.setJobDescription(f"spark-replay what-if: {len(scenarios)} scenarios")
     results = sc.parallelize(items, len(items)).map(run_item).collect()
     sc.setJobDescription(None)
     timings["scenarios_s"] = time.perf_counter() - t
-    _progress(
-        f"{len(scenarios)} scenarios and the actual log replayed ({timings['scenarios_s']:.1f} s)"
-    )
+    _progress(f"{len(scenarios)} scenarios replayed ({timings['scenarios_s']:.1f} s)")
     for table_dir in TABLES:
         (out / table_dir / "_SUCCESS").touch()
+    actual_tables = {n: pq.read_table(out / WORK / "scenario-000" / f"{n}.parquet") for n in KEYS}
+    actual_result["metrics"] = scenario_metrics(
+        actual_tables["leader_elections"],
+        actual_tables["offline_partitions"],
+        facts.first_time_ms,
+        facts.last_time_ms,
+    )
+    results = [actual_result, *results]
     in_force = 1 + next(i for i, s in enumerate(scenarios) if s.name == IN_FORCE)
-    ident = identity(out, in_force)
+    ident = identity(out, in_force, bool(results[in_force]["engine"].get("identical_log")))
     summary = {
         "log_dir": str(log_dir),
         "first_time_ms": facts.first_time_ms,

@@ -41,6 +41,11 @@ def test_a_grid_runs_in_one_job_and_the_in_force_scenario_is_the_log(
     summary = run_whatif(spark, log, out, build_scenarios([], grid=grid))
 
     assert summary["identity"]["holds"], summary["identity"]
+    # the in-force log is the actual one byte for byte: its tables are the actual
+    # ones (not built again); the other scenarios' logs differ
+    assert summary["identity"]["identical_log"]
+    engines = {s["name"]: s["engine"] for s in summary["scenarios"]}
+    assert engines["in-force"]["identical_log"] and not engines["unclean"]["identical_log"]
     names = [s["name"] for s in summary["scenarios"]]
     assert names == ["in-force", "unclean", "long-session"]
     el = spark.read.parquet(str(out / "whatif_elections"))

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from metadata_log.batch import iter_headers
 from metadata_log.replay import iter_file_batches, metadata_dir, segment_files
 from spark_replay.generator import generate, scaled_config
 from spark_replay.whatif.facts import read_facts
-from spark_replay.whatif.replay import history_tables, scenario_tables
+from spark_replay.whatif.replay import history_tables, same_log, scenario_tables
 from spark_replay.whatif.scenario import build_scenarios
 
 SEEDS = (1, 2, 3, 4, 5)
@@ -45,6 +46,34 @@ def test_in_force_replay_of_a_seeded_story_rewrites_its_log_and_tables(
     for name, table in actual.items():
         assert tables[name].drop_columns(["scenario"]).to_pylist() == table.to_pylist(), name
     assert actual["leader_elections"].num_rows > 0
+    assert same_log(tmp_path / "w" / "log", log)
+
+
+def test_same_log_compares_every_byte_wherever_the_segments_are_cut(tmp_path: Path) -> None:
+    """The job takes the actual tables for the in-force scenario when its log is
+    the actual one byte for byte: one flipped byte, a missing tail or an extra
+    batch is another log."""
+    log = tmp_path / "data"
+    generate(log, scaled_config(1500, 3))
+    [(_, seg)] = segment_files(metadata_dir(log))
+    data = seg.read_bytes()
+
+    def variant(name: str, cuts: list[tuple[int, bytes]]) -> Path:
+        d = tmp_path / name / "__cluster_metadata-0"
+        d.mkdir(parents=True)
+        for base, part in cuts:
+            (d / f"{base:020d}.log").write_bytes(part)
+        return tmp_path / name
+
+    # a batch boundary near the middle: a second segment starts there
+    headers = list(iter_headers(data, str(seg)))
+    pos, mid = headers[len(headers) // 2]
+    assert same_log(variant("recut", [(0, data[:pos]), (mid.base_offset, data[pos:])]), log)
+    flipped = data[: pos + 30] + bytes([data[pos + 30] ^ 1]) + data[pos + 31 :]
+    assert not same_log(variant("flipped", [(0, flipped)]), log)
+    assert not same_log(variant("short", [(0, data[:pos])]), log)
+    assert not same_log(variant("longer", [(0, data), (10**9, data[pos:])]), log)
+    assert not same_log(log, variant("short2", [(0, data[:-1])]))
 
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "whatif"
