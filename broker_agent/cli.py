@@ -166,7 +166,6 @@ def spec_from_args(args: argparse.Namespace, fleet: bool) -> FleetSpec:
             f"broker.heartbeat.interval.ms ({interval}) must be below "
             f"broker.session.timeout.ms ({session})"
         )
-    request_timeout = config["controller.quorum.request.timeout.ms"]
     settings = AgentSettings(
         heartbeat_interval_ms=interval,
         # Kafka's broker-to-controller heartbeat channel times a request out after
@@ -191,10 +190,7 @@ def spec_from_args(args: argparse.Namespace, fleet: bool) -> FleetSpec:
         count=count,
         controllers=controllers,
         settings=settings,
-        raft=RaftConfig(
-            request_timeout_ms=request_timeout,
-            fetch_max_wait_ms=config["controller.quorum.fetch.max.wait.ms"],
-        ),
+        raft=RaftConfig.from_config(config),
         cluster_id=args.cluster_id,
         seed=args.seed,
         status_interval_s=args.status_interval,
