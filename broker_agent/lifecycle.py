@@ -68,6 +68,11 @@ class LifecycleConfig:
     backoff_initial_ms: int = 100
     backoff_max_ms: int = 5_000
     backoff_jitter: float = 0.2
+    # A failed connection (NETWORK) is retried after the backoff plus up to this much
+    # more, drawn per broker: a fleet that lost its controller together must not
+    # reconnect within the same few ms (+-20% of 100 ms spread 10,000 brokers over
+    # 40 ms, a handshake storm on the next controller; issue 25).
+    reconnect_jitter_ms: int = 1_000
     listeners: tuple[dict[str, Any], ...] = ()
     rack: str | None = None
     features: tuple[dict[str, Any], ...] = ()
@@ -233,8 +238,11 @@ class BrokerLifecycle:
             self._in_flight_sent = True
             self._in_flight_deadline = now_ms + self.config.request_timeout_ms
 
-    def _retry_later(self, now_ms: int) -> None:
+    def _retry_later(self, now_ms: int, reconnect: bool = False) -> None:
         delay = self.backoff.next_delay_ms()
+        if reconnect and self.config.reconnect_jitter_ms > 0:
+            jitter = int(self.rng.uniform(0, self.config.reconnect_jitter_ms))
+            delay = min(self.config.backoff_max_ms, delay + jitter)
         if self.registered:
             # a registered broker must keep its session: never wait longer than an interval
             delay = min(delay, self.config.heartbeat_interval_ms)
@@ -390,5 +398,5 @@ class BrokerLifecycle:
                 return out
         elif code in ROTATE_ON:
             self.selector.rotate()
-        self._retry_later(now_ms)
+        self._retry_later(now_ms, reconnect=code == NETWORK)
         return out

@@ -615,3 +615,26 @@ def test_only_a_granted_controlled_shutdown_is_clean() -> None:
     lc.begin_shutdown(50_000)
     out = lc.tick(53_001)
     assert out.exit_code is not None and not lc.clean_shutdown
+
+
+def test_a_fleet_that_lost_its_connections_together_reconnects_spread_over_a_second() -> None:
+    """1,000 brokers (each its own seeded rng) lose their connection at the same
+    moment: their retries spread over the backoff plus reconnect_jitter_ms (1 s), not
+    the +-20% of 100 ms the backoff alone gives (a handshake storm on the next
+    controller, issue 25); an answer error still retries on the backoff alone."""
+    retries = []
+    for seed in range(1_000):
+        lc = running()
+        lc.rng = random.Random(seed)  # each broker its own
+        s = send_one(lc, lc.next_wake_ms())
+        now = lc.next_wake_ms()
+        lc.on_error(s.request_id, "NETWORK", now)
+        retries.append(lc.next_wake_ms() - now)
+    assert min(retries) >= 80 and max(retries) <= 1_120
+    per_100ms = [sum(1 for r in retries if k * 100 <= r < (k + 1) * 100) for k in range(12)]
+    assert max(per_100ms) <= 200  # (+-20% of 100 ms alone: all 1,000 in one 100 ms)
+    lc = running()
+    s = send_one(lc, lc.next_wake_ms())
+    now = lc.next_wake_ms()
+    lc.on_error(s.request_id, "REQUEST_TIMED_OUT", now)
+    assert 80 <= lc.next_wake_ms() - now <= 120
