@@ -49,6 +49,7 @@ import re
 import struct
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 from metadata_log.batch import (
     HEADER_SIZE,
@@ -161,6 +162,48 @@ class _Segment:
         self.index_written = min(self.index_written, i)
 
 
+class _ScannedSegment(NamedTuple):
+    """What recovery learnt from one segment: where it ends, and whether it was cut."""
+
+    end: int
+    torn: bool
+
+
+def _verified_batch(data: bytes, pos: int, path: str, expect: int, last_epoch: int) -> BatchHeader:
+    """The header of the batch at `pos`, verified: checksums, the offset the log
+    continues at, and a leader epoch that never goes back. Raises CorruptBatchError
+    or IncompleteBatchError."""
+    header = parse_header(data, pos, path, expect)
+    if header.base_offset != expect:
+        raise CorruptBatchError(
+            path, expect, pos, f"batch starts at offset {header.base_offset}, expected {expect}"
+        )
+    verify_records(data, pos, header, path)
+    if header.leader_epoch < last_epoch:
+        raise CorruptBatchError(
+            path, expect, pos, f"leader epoch {header.leader_epoch} after epoch {last_epoch}"
+        )
+    return header
+
+
+def _recovered_epoch_cache(
+    checkpoint_cache: LeaderEpochCache | None, scanned_epochs: list[tuple[int, int]], start: int
+) -> LeaderEpochCache:
+    """The epoch cache: scanned epochs, preceded by what only the checkpoint knows
+    (epochs at the log start without a batch of their own, e.g. a snapshot's)."""
+    cache = LeaderEpochCache()
+    if checkpoint_cache is not None:
+        prefix = LeaderEpochCache([e for e in checkpoint_cache.entries() if e[1] <= start])
+        prefix.truncate_from_start(start)
+        first_epoch = scanned_epochs[0][0] if scanned_epochs else None
+        for epoch, off in prefix.entries():
+            if first_epoch is None or epoch <= first_epoch:
+                cache.assign(epoch, off)
+    for epoch, off in scanned_epochs:
+        cache.assign(epoch, off)
+    return cache
+
+
 class FileLog:
     """The segmented, checksummed, crash-recovering metadata log. Use `FileLog.open`."""
 
@@ -228,133 +271,20 @@ class FileLog:
         return log
 
     def _recover(self) -> None:
-        d = self.directory
+        """Recovery (the job of Kafka's LogLoader): strays out, checkpoints read, every segment
+        verified batch by batch from the start; a torn tail above the recovery point
+        is cut, damage below it refuses to open. Then the epoch cache is rebuilt and
+        the survivors made durable, so that the recovery point is the end."""
         self._delete_strays()
-        rp_rows = read_checkpoint(
-            d / RECOVERY_POINT_CHECKPOINT, version=RECOVERY_POINT_VERSION, fields=3
-        )
-        recovery_point: int | None = None
-        if rp_rows is not None:
-            if len(rp_rows) != 1:
-                raise CheckpointFormatError(
-                    d / RECOVERY_POINT_CHECKPOINT, 2, f"expected 1 entry, found {len(rp_rows)}"
-                )
-            recovery_point = parse_int(d / RECOVERY_POINT_CHECKPOINT, 3, rp_rows[0][2], "offset")
-        epoch_path = d / LEADER_EPOCH_CHECKPOINT
-        try:
-            epoch_text = epoch_path.read_bytes().decode("ascii")
-            checkpoint_cache: LeaderEpochCache | None = LeaderEpochCache.parse(
-                epoch_path, epoch_text
-            )
-        except FileNotFoundError:
-            checkpoint_cache = None
-        except UnicodeDecodeError:
-            raise CheckpointFormatError(epoch_path, 1, "not ASCII text") from None
-
-        bases = sorted(int(m.group(1)) for p in d.iterdir() if (m := _SEGMENT_RE.match(p.name)))
-        if not bases:
-            if recovery_point:
-                raise CorruptBatchError(
-                    str(d), 0, 0, f"no segment files, but the recovery point is {recovery_point}"
-                )
-            bases = [0]
-            (d / segment_file_name(0)).touch()
-            self._dir_dirty = True
+        recovery_point = self._read_recovery_point()
+        checkpoint_cache = self._read_epoch_checkpoint()
+        bases = self._segment_bases(recovery_point)
         start = bases[0]
         rp = start if recovery_point is None else max(recovery_point, start)
         if recovery_point is not None:
             self._recovery_point_on_disk = recovery_point
-
-        scanned_epochs: list[tuple[int, int]] = []  # (epoch, base) of each epoch change
-        last_epoch = -1
-        expect = start
-        cut_from: int | None = None  # index of the first segment to delete
-        for n, base in enumerate(bases):
-            seg_path = d / segment_file_name(base)
-            if base != expect:
-                # A gap or overlap between segments: only a crash in the middle of
-                # a structural change leaves one, and only above the recovery point.
-                reason = f"segment starts at offset {base}, the log continues at {expect}"
-                if expect < rp:
-                    raise CorruptBatchError(str(seg_path), expect, 0, reason)
-                self.log.warning(
-                    "log %s: torn tail: %s; deleting segments from %s", d, reason, seg_path.name
-                )
-                cut_from = n
-                break
-            data = seg_path.read_bytes()
-            seg = _Segment(base, seg_path, os.open(seg_path, os.O_RDWR))
-            seg.durable = True
-            self._segments.append(seg)
-            pos = 0
-            torn = False
-            while pos < len(data):
-                try:
-                    header = parse_header(data, pos, str(seg_path), expect)
-                    if header.base_offset != expect:
-                        raise CorruptBatchError(
-                            str(seg_path),
-                            expect,
-                            pos,
-                            f"batch starts at offset {header.base_offset}, expected {expect}",
-                        )
-                    verify_records(data, pos, header, str(seg_path))
-                    if header.leader_epoch < last_epoch:
-                        raise CorruptBatchError(
-                            str(seg_path),
-                            expect,
-                            pos,
-                            f"leader epoch {header.leader_epoch} after epoch {last_epoch}",
-                        )
-                except (CorruptBatchError, IncompleteBatchError) as e:
-                    if expect < rp:
-                        if isinstance(e, CorruptBatchError):
-                            raise
-                        raise CorruptBatchError(
-                            str(seg_path),
-                            expect,
-                            pos,
-                            f"incomplete batch below the recovery point {rp}: {e}",
-                        ) from None
-                    self.log.warning(
-                        "log %s: torn tail at offset %d in %s (position %d): %s; truncating",
-                        d,
-                        expect,
-                        seg_path.name,
-                        pos,
-                        e,
-                    )
-                    self._ftruncate(seg, pos)
-                    torn = True
-                    break
-                seg.note_batch(pos, expect, self.index_interval_bytes)
-                if header.leader_epoch > last_epoch:
-                    scanned_epochs.append((header.leader_epoch, expect))
-                    last_epoch = header.leader_epoch
-                pos += header.length
-                expect = header.next_offset
-            seg.size = pos
-            seg.end = expect
-            if torn:
-                cut_from = n + 1
-                break
-        if cut_from is not None:
-            for base in reversed(bases[cut_from:]):
-                self._unlink(d / segment_file_name(base))
-                self._unlink(d / index_file_name(base))
-            self._dir_dirty = True
-        # An empty segment followed by another one holds nothing: drop it so that
-        # bisection over base offsets never sees two segments with one base.
-        kept = []
-        for i, seg in enumerate(self._segments):
-            if seg.size == 0 and i < len(self._segments) - 1:
-                os.close(seg.fd)
-                self._unlink(seg.path)
-                self._unlink(seg.index_path)
-                self._dir_dirty = True
-            else:
-                kept.append(seg)
-        self._segments = kept
+        scanned_epochs = self._scan_segments(bases, rp)
+        self._drop_empty_segments()
         self._bases = [s.base for s in self._segments]
         self._end_offset = self._segments[-1].end
         if self._end_offset < rp:
@@ -365,22 +295,8 @@ class FileLog:
                 last.size,
                 f"the log ends at offset {self._end_offset}, below the recovery point {rp}",
             )
-
-        # The epoch cache: scanned epochs, preceded by what only the checkpoint knows
-        # (epochs at the log start without a batch of their own, e.g. a snapshot's).
-        cache = LeaderEpochCache()
-        if checkpoint_cache is not None:
-            prefix = LeaderEpochCache([e for e in checkpoint_cache.entries() if e[1] <= start])
-            prefix.truncate_from_start(start)
-            first_epoch = scanned_epochs[0][0] if scanned_epochs else None
-            for epoch, off in prefix.entries():
-                if first_epoch is None or epoch <= first_epoch:
-                    cache.assign(epoch, off)
-        for epoch, off in scanned_epochs:
-            cache.assign(epoch, off)
-        self._cache = cache
+        self._cache = _recovered_epoch_cache(checkpoint_cache, scanned_epochs, start)
         self._cache_on_disk = checkpoint_cache.entries() if checkpoint_cache is not None else None
-
         for seg in self._segments:
             self._sync_index_file(seg)
         # Whatever survived (it may sit in the page cache only, after a process
@@ -388,6 +304,138 @@ class FileLog:
         for seg in self._segments:
             seg.dirty = True
         self.checkpoint()
+
+    def _read_recovery_point(self) -> int | None:
+        """The recovery-point checkpoint's offset (None: no checkpoint file)."""
+        path = self.directory / RECOVERY_POINT_CHECKPOINT
+        rows = read_checkpoint(path, version=RECOVERY_POINT_VERSION, fields=3)
+        if rows is None:
+            return None
+        if len(rows) != 1:
+            raise CheckpointFormatError(path, 2, f"expected 1 entry, found {len(rows)}")
+        return parse_int(path, 3, rows[0][2], "offset")
+
+    def _read_epoch_checkpoint(self) -> LeaderEpochCache | None:
+        """The leader-epoch checkpoint as written (None: no checkpoint file)."""
+        path = self.directory / LEADER_EPOCH_CHECKPOINT
+        try:
+            text = path.read_bytes().decode("ascii")
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError:
+            raise CheckpointFormatError(path, 1, "not ASCII text") from None
+        return LeaderEpochCache.parse(path, text)
+
+    def _segment_bases(self, recovery_point: int | None) -> list[int]:
+        """The segment files' base offsets in order; an empty directory gets its first
+        (empty) segment, unless the recovery point says data was there."""
+        d = self.directory
+        bases = sorted(int(m.group(1)) for p in d.iterdir() if (m := _SEGMENT_RE.match(p.name)))
+        if bases:
+            return bases
+        if recovery_point:
+            raise CorruptBatchError(
+                str(d), 0, 0, f"no segment files, but the recovery point is {recovery_point}"
+            )
+        (d / segment_file_name(0)).touch()
+        self._dir_dirty = True
+        return [0]
+
+    def _scan_segments(self, bases: list[int], rp: int) -> list[tuple[int, int]]:
+        """Open and verify every segment in order, cutting a torn tail (segments from
+        a gap on, or the rest of a segment from a bad batch on) above the recovery
+        point `rp`; returns (epoch, start offset) of each epoch change seen."""
+        d = self.directory
+        scanned_epochs: list[tuple[int, int]] = []
+        expect = bases[0]
+        cut_from: int | None = None  # index of the first segment to delete
+        for n, base in enumerate(bases):
+            if base != expect:
+                # A gap or overlap between segments: only a crash in the middle of
+                # a structural change leaves one, and only above the recovery point.
+                reason = f"segment starts at offset {base}, the log continues at {expect}"
+                if expect < rp:
+                    raise CorruptBatchError(str(d / segment_file_name(base)), expect, 0, reason)
+                self.log.warning(
+                    "log %s: torn tail: %s; deleting segments from %s",
+                    d,
+                    reason,
+                    segment_file_name(base),
+                )
+                cut_from = n
+                break
+            seg = self._scan_segment(base, rp, scanned_epochs)
+            expect = seg.end
+            if seg.torn:
+                cut_from = n + 1
+                break
+        if cut_from is not None:
+            for base in reversed(bases[cut_from:]):
+                self._unlink(d / segment_file_name(base))
+                self._unlink(d / index_file_name(base))
+            self._dir_dirty = True
+        return scanned_epochs
+
+    def _scan_segment(
+        self, base: int, rp: int, scanned_epochs: list[tuple[int, int]]
+    ) -> _ScannedSegment:
+        """Open the segment at `base`, verify its batches and index them; a bad batch
+        above the recovery point truncates the segment there (torn), below it is an
+        error. Appends the epoch changes it sees to `scanned_epochs`."""
+        seg_path = self.directory / segment_file_name(base)
+        data = seg_path.read_bytes()
+        seg = _Segment(base, seg_path, os.open(seg_path, os.O_RDWR))
+        seg.durable = True
+        self._segments.append(seg)
+        last_epoch = scanned_epochs[-1][0] if scanned_epochs else -1
+        pos, expect, torn = 0, base, False
+        while pos < len(data):
+            try:
+                header = _verified_batch(data, pos, str(seg_path), expect, last_epoch)
+            except (CorruptBatchError, IncompleteBatchError) as e:
+                if expect < rp:
+                    if isinstance(e, CorruptBatchError):
+                        raise
+                    raise CorruptBatchError(
+                        str(seg_path),
+                        expect,
+                        pos,
+                        f"incomplete batch below the recovery point {rp}: {e}",
+                    ) from None
+                self.log.warning(
+                    "log %s: torn tail at offset %d in %s (position %d): %s; truncating",
+                    self.directory,
+                    expect,
+                    seg_path.name,
+                    pos,
+                    e,
+                )
+                self._ftruncate(seg, pos)
+                torn = True
+                break
+            seg.note_batch(pos, expect, self.index_interval_bytes)
+            if header.leader_epoch > last_epoch:
+                scanned_epochs.append((header.leader_epoch, expect))
+                last_epoch = header.leader_epoch
+            pos += header.length
+            expect = header.next_offset
+        seg.size = pos
+        seg.end = expect
+        return _ScannedSegment(expect, torn)
+
+    def _drop_empty_segments(self) -> None:
+        """An empty segment followed by another one holds nothing: drop it so that
+        bisection over base offsets never sees two segments with one base."""
+        kept = []
+        for i, seg in enumerate(self._segments):
+            if seg.size == 0 and i < len(self._segments) - 1:
+                os.close(seg.fd)
+                self._unlink(seg.path)
+                self._unlink(seg.index_path)
+                self._dir_dirty = True
+            else:
+                kept.append(seg)
+        self._segments = kept
 
     def _delete_strays(self) -> None:
         """Remove leftovers of interrupted writes: *.part snapshots, *.tmp checkpoints."""
