@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,19 @@ class FactsError(MetadataLogError):
 
 
 # ----------------------------------------------------------------------------- commands
+
+
+def _pickled_by_fields(cls: type) -> type:
+    """Pickled as (class, field values): the workers of a what-if job load a
+    1M-record log's facts (half a million units) in ~60% of the time the slots'
+    state takes (dataclass __setstate__ sets each field in Python)."""
+    get = attrgetter(*cls.__dataclass_fields__)  # type: ignore[attr-defined]
+
+    def __reduce__(self: Any) -> tuple[type, tuple[Any, ...]]:
+        return (cls, get(self))
+
+    cls.__reduce__ = __reduce__  # type: ignore[method-assign,assignment]
+    return cls
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +145,7 @@ class AlterConfigs:
     configs: tuple[tuple[str, str | None], ...]
 
 
+@_pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class AlterIsr:
     """A partition leader's AlterPartition: the ISR went from `old_isr` to `new_isr`."""
@@ -183,6 +198,7 @@ Command = (
 )
 
 
+@_pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Batch:
     base_offset: int
@@ -192,6 +208,7 @@ class Batch:
     records: tuple[Record, ...]
 
 
+@_pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Unit:
     """A batch or a committed transaction of the log, in offset order.

@@ -95,3 +95,18 @@ def test_a_log_turns_back_into_its_commands(tmp_path: Path) -> None:
     ]
     [fence] = [u for u in facts.units if any(type(c) is F.FenceMark for c in u.commands)]
     assert facts.liveness.silent_since(1, fence.time_ms, cs=True) == fence.time_ms - 9000
+
+
+def test_facts_survive_the_pickle_the_workers_load(tmp_path: Path) -> None:
+    """Units, batches and ISR facts pickle as (class, fields): equal after a
+    round trip through the job's save/load."""
+    from spark_replay.generator import generate, scaled_config
+    from spark_replay.whatif.replay import load_facts, save_facts
+
+    generate(tmp_path / "data", scaled_config(1500, 2, admin_rate=0.05))
+    facts = F.read_facts(tmp_path / "data", 9000)
+    save_facts(facts, tmp_path / "facts.pickle")
+    back = load_facts(tmp_path / "facts.pickle")
+    assert back is not facts and back.units == facts.units
+    assert any(type(c) is F.AlterIsr for u in back.units for c in u.commands)
+    assert back.liveness._on == facts.liveness._on and back.racks == facts.racks
