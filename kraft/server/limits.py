@@ -528,6 +528,8 @@ class GuardedSite(web.BaseSite):
         return {
             "open": q.open_count,
             "waiting": q.waiting_count,
+            "handshake_queued": q.queued_count,
+            "handshaking": q.handshaking_count,
             "admitted": q.admitted,
             "refused": dict(q.refused),
             "evicted": dict(q.evicted),

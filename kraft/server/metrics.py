@@ -48,6 +48,16 @@ class _ConnectionCollector:
             "accepted connections waiting for a max.connection.creation.rate token",
             value=s["waiting"],
         )
+        yield GaugeMetricFamily(
+            "kraft_server_connections_handshake_queued",
+            "admitted TLS connections waiting in line for a handshake slot",
+            value=s.get("handshake_queued", 0),
+        )
+        yield GaugeMetricFamily(
+            "kraft_server_connections_handshaking",
+            "TLS handshakes holding a slot (at most 32 at once)",
+            value=s.get("handshaking", 0),
+        )
         admitted = CounterMetricFamily(
             "kraft_server_connections_admitted", "connections admitted since start"
         )
