@@ -8,6 +8,12 @@
                                                                    │ listener
     ControllerNode (RaftListener) ◄── committed batches, snapshots, leader changes
 
+ControllerService is the routes' backend itself (kraft.server.routes
+.ControllerBackend; the heartbeat front uses it too); _RaftWriter is its
+MetadataWriter and QuorumReader. Metrics and state-change lines come from the
+controller's replay observer (kraft.server.replay_metrics); every setting is
+read through NodeSettings.get, whose defaults are the registry's (kraft.config).
+
 - The active controller replays its records as it appends them (ControllerService)
   and, when they commit, only answers the waiting replies; a standby replays the
   committed batches with the same QuorumController.replay (hot standby).
