@@ -5,7 +5,7 @@ so it never ships a whole list: it counts everything and returns at most `limit`
 rows of each kind, the ones a person must see first (fenced and shutting-down
 brokers; offline, under-replicated and reassigning partitions). The counts and
 orderings cost a scan of the image: `ClusterSummary` is computed once and reused
-while the image's offset is unchanged or for up to 2 s (kraft.console.server), so
+while the image's offset is unchanged or for up to 2 s (kraft.console.ui_routes), so
 five tabs cost one scan per poll period; the rows of each reply, read live from the
 image, are cheap.
 

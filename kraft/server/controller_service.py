@@ -433,7 +433,7 @@ class ControllerService:
         return self.controller.list_partition_reassignments()
 
     def console_controller(self) -> tuple[QuorumController, int]:
-        """The web console's read (kraft.console.server.ConsoleSource): the
+        """The web console's read (kraft.console.ui_routes.ConsoleSource): the
         controller and the service clock's now, read after read_image."""
         return self.controller, self.clock()
 

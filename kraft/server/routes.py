@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from kraft.console.server import build_console_routes
+from kraft.console.ui_routes import build_console_routes
 from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
 from kraft.controller.requests import (
