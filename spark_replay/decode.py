@@ -115,6 +115,10 @@ PARTITION_FIELDS: list[pa.Field] = [
     pa.field("replicas", _I32_LIST),
     pa.field("removing_replicas", _I32_LIST),
     pa.field("adding_replicas", _I32_LIST),
+    # KIP-966 (the records' eligible_leader_replicas / last_known_elr, version 1);
+    # a PartitionRecord v0 has empty lists, a PartitionChangeRecord v0 null (unchanged)
+    pa.field("elr", _I32_LIST),
+    pa.field("last_known_elr", _I32_LIST),
     pa.field("leader_recovery_state", _I32),  # -1: unchanged
     pa.field("leader_epoch", _I32),  # PartitionRecord only
     pa.field("partition_epoch", _I32),  # PartitionRecord only
@@ -182,6 +186,8 @@ class FileStats:
     # Rows of the few record types the summary and the history need on the driver:
     # (offset, type, append_time_ms, epoch, fields JSON).
     markers: list[tuple[int, str, int, int, str]] = field(default_factory=list)
+    # The records stage's task: (start, end, CPU s) (replay_job.stage_profile).
+    task_span: tuple[float, float, float] | None = None
 
     def add(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
@@ -271,7 +277,7 @@ _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 def _partition_cols(t: int, r: Any) -> tuple[Any, ...]:
     # (topic_id, topic_name, partition_id, leader, isr, replicas, removing, adding,
-    #  leader_recovery_state, leader_epoch, partition_epoch)
+    #  elr, last_known_elr, leader_recovery_state, leader_epoch, partition_epoch)
     if t == 5:  # PartitionChangeRecord
         return (
             r.topic_id,
@@ -282,6 +288,8 @@ def _partition_cols(t: int, r: Any) -> tuple[Any, ...]:
             r.replicas,
             r.removing_replicas,
             r.adding_replicas,
+            r.eligible_leader_replicas,
+            r.last_known_elr,
             r.leader_recovery_state,
             None,
             None,
@@ -296,14 +304,16 @@ def _partition_cols(t: int, r: Any) -> tuple[Any, ...]:
             r.replicas,
             r.removing_replicas,
             r.adding_replicas,
+            r.eligible_leader_replicas,
+            r.last_known_elr,
             r.leader_recovery_state,
             r.leader_epoch,
             r.partition_epoch,
         )
     if t == 2:  # TopicRecord
-        return (r.topic_id, r.name, None, None, None, None, None, None, None, None, None)
+        return (r.topic_id, r.name, *(None,) * 11)
     # RemoveTopicRecord
-    return (r.topic_id, None, None, None, None, None, None, None, None, None, None)
+    return (r.topic_id, *(None,) * 12)
 
 
 def _broker_cols(t: int, r: Any) -> tuple[Any, ...]:
@@ -647,6 +657,9 @@ class _Hot:
     # The JSON of the fields this version does not carry (their defaults, as
     # record_fields gives them), which come last in field order.
     trailer: str
+    # Typed list columns of fields this version does not carry whose default is
+    # an empty list (a PartitionRecord v0's ELR lists): set, not null.
+    absent_empty: tuple[str, ...] = ()
 
 
 def _hot(cls_id: int, version: int, optional_lists: bool) -> _Hot:
@@ -663,6 +676,11 @@ def _hot(cls_id: int, version: int, optional_lists: bool) -> _Hot:
         columns={name: 2 + i for i, name in enumerate(codec.names[:n])},
         optional_lists=optional_lists,
         trailer=trailer,
+        absent_empty=tuple(
+            _COLUMN_OF.get(name, name)
+            for name, d in codec.defaults[n:]
+            if name in _LIST_FIELDS and d == ()
+        ),
     )
 
 
@@ -673,13 +691,8 @@ def _hot_versions(cls_id: int, optional_lists: bool) -> tuple[_Hot, ...]:
     return tuple(_hot(cls_id, v, optional_lists) for v in versions)
 
 
-_PCRS = _hot_versions(5, optional_lists=True)  # PartitionChangeRecord
-_PRS = _hot_versions(3, optional_lists=False)  # PartitionRecord
-_HOT_SPECS = (*_PCRS, *_PRS)
-_PCR, _PR = _PCRS[-1], _PRS[-1]  # the latest: every field (a native record's)
-_NOOP_ID = 20
-_NOOP_ARITY = 2 + len(_DATA_CODECS[_NOOP_ID].names)
-# KIP-966's ELR lists are in the JSON but not among the typed columns.
+# A record field's typed column, where the names differ.
+_COLUMN_OF = {"eligible_leader_replicas": "elr"}
 _LIST_FIELDS = (
     "isr",
     "replicas",
@@ -688,6 +701,12 @@ _LIST_FIELDS = (
     "eligible_leader_replicas",
     "last_known_elr",
 )
+_PCRS = _hot_versions(5, optional_lists=True)  # PartitionChangeRecord
+_PRS = _hot_versions(3, optional_lists=False)  # PartitionRecord
+_HOT_SPECS = (*_PCRS, *_PRS)
+_PCR, _PR = _PCRS[-1], _PRS[-1]  # the latest: every field (a native record's)
+_NOOP_ID = 20
+_NOOP_ARITY = 2 + len(_DATA_CODECS[_NOOP_ID].names)
 _INT_FIELDS = ("partition_id", "leader", "leader_recovery_state", "leader_epoch", "partition_epoch")
 
 
@@ -724,15 +743,16 @@ def _hot_columns(
                 # a bytes value never equals a str key: no type check needed
                 out[name], text = books["str"].encode(col)
             elif name in _LIST_FIELDS:
+                column = _COLUMN_OF.get(name, name)
                 if spec.optional_lists and col.count(None) == n:
-                    out[name], literal = pa.nulls(n, _I32_LIST), literal + "null"
+                    out[column], literal = pa.nulls(n, _I32_LIST), literal + "null"
                 elif col.count(()) == n:
-                    out[name], literal = _empty_lists(n), literal + "[]"
+                    out[column], literal = _empty_lists(n), literal + "[]"
                 else:
                     if check_types and not _lists_ok(col, spec.optional_lists):
                         return None
                     book = books["opt_list" if spec.optional_lists else "list"]
-                    out[name], text = book.encode(col)
+                    out[column], text = book.encode(col)
             elif name in _INT_FIELDS:
                 if check_types and not _ints_ok(col):
                     return None
@@ -748,6 +768,8 @@ def _hot_columns(
     except (_FastDecodeRefused, pa.ArrowException, OverflowError):
         return None
     parts.append(literal + spec.trailer + "}")
+    for column in spec.absent_empty:
+        out[column] = _empty_lists(n)
     # The fields JSON in the record's own field order, as record_fields gives it.
     out["fields"] = pc.binary_join_element_wise(*parts, "")
     return out

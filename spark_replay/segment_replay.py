@@ -79,7 +79,7 @@ EVENT_SOURCE_COLUMNS = (
     "incarnation_id",
     "rack",
 )
-LIST_FIELDS = ("isr", "replicas", "removing_replicas", "adding_replicas")
+LIST_FIELDS = ("isr", "replicas", "removing_replicas", "adding_replicas", "elr", "last_known_elr")
 
 # A partition's key and a point of the history: (topic id, partition id), (offset, time).
 Key = tuple[str, int]
@@ -100,6 +100,8 @@ class Delta(NamedTuple):
     replicas: tuple[int, ...] | None = None
     removing_replicas: tuple[int, ...] | None = None
     adding_replicas: tuple[int, ...] | None = None
+    elr: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
     leader_recovery_state: int | None = None
     leader_epoch_base: int | None = None
     leader_changes: int = 0
@@ -116,9 +118,11 @@ class Delta(NamedTuple):
             a[4] if b[4] is None else b[4],
             a[5] if b[5] is None else b[5],
             a[6] if b[6] is None else b[6],
-            a[7] + b[7],
+            a[7] if b[7] is None else b[7],
             a[8] if b[8] is None else b[8],
             a[9] + b[9],
+            a[10] if b[10] is None else b[10],
+            a[11] + b[11],
         )
 
 
@@ -537,6 +541,8 @@ def summarize(events: pa.Table) -> Summary:
             _tuple(lists["replicas"][i]),
             _tuple(lists["removing_replicas"][i]),
             _tuple(lists["adding_replicas"][i]),
+            _tuple(lists["elr"][i]),
+            _tuple(lists["last_known_elr"][i]),
             _opt(c.lrs[r]),
             _opt(c.le_base[r]),
             int(c.leader_changes[r]),

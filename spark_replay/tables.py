@@ -41,6 +41,10 @@ PARTITION_STATE_VALUES = (
     "replicas",
     "removing_replicas",
     "adding_replicas",
+    # KIP-966: eligible leader replicas (the records' eligible_leader_replicas) and
+    # the last known ELR; MetadataImage's PartitionRegistration.elr/.last_known_elr
+    "elr",
+    "last_known_elr",
     "leader_recovery_state",
     "leader_epoch",
     "partition_epoch",

@@ -334,6 +334,8 @@ def test_partition_history_every_row(golden: dict[str, Any]) -> None:
         list(r["removing_replicas"]) == [] == list(r["adding_replicas"])
         for r in golden["partitions"]
     )
+    # no min.insync.replicas above 1 in this story: KIP-966's lists stay empty
+    assert all(list(r["elr"]) == [] == list(r["last_known_elr"]) for r in golden["partitions"])
 
 
 def test_leader_elections_every_row(golden: dict[str, Any]) -> None:

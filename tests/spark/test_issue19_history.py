@@ -27,7 +27,7 @@ from spark_replay import history as H
 from spark_replay.cli import run_job
 from spark_replay.datasource import read_log
 from spark_replay.tables import TABLE_COLUMNS
-from tests.spark.logs import Batch, write_log
+from tests.spark.logs import Batch, images_by_offset, write_log
 from tests.unit.controller.harness import Harness
 
 BROKERS = (1, 2, 3, 4)
@@ -143,10 +143,26 @@ def build_story() -> list[Batch]:
 
 
 @pytest.fixture(scope="module")
-def story_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def story() -> list[Batch]:
+    return build_story()
+
+
+@pytest.fixture(scope="module")
+def story_dir(story: list[Batch], tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = tmp_path_factory.mktemp("issue19")
-    write_log(data, build_story(), segment_bytes=2000)
+    write_log(data, story, segment_bytes=2000)
     return data
+
+
+@pytest.fixture(scope="module")
+def outputs(spark: Any, story_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The story's tables from the one-process replay (`one`) and the job (`job`)."""
+    from spark_replay.one_process import write_tables
+
+    out = tmp_path_factory.mktemp("issue19-out")
+    write_tables(story_dir, out / "one")
+    run_job(spark, story_dir, out / "job", report=False)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -175,18 +191,45 @@ def test_elections_carry_reassignment_rebalance_and_election_types(reference: An
 
 
 def test_one_process_and_segment_parallel_replays_write_the_reference_tables(
-    spark: Any, reference: Any, story_dir: Path, tmp_path: Path
+    spark: Any, reference: Any, outputs: Path
 ) -> None:
-    from spark_replay.one_process import write_tables
-
-    write_tables(story_dir, tmp_path / "one")
-    run_job(spark, story_dir, tmp_path / "job", report=False)
     for table, cols in TABLE_COLUMNS.items():
         theirs = sorted(map(tuple, getattr(reference, table).select(*cols).collect()), key=repr)
         assert theirs, table
         for out in ("one", "job"):
-            ours = spark.read.parquet(str(tmp_path / out / table)).select(*cols).collect()
+            ours = spark.read.parquet(str(outputs / out / table)).select(*cols).collect()
             assert sorted(map(tuple, ours), key=repr) == theirs, (out, table)
+
+
+def test_partition_history_holds_the_images_elr_at_every_offset(
+    spark: Any, reference: Any, outputs: Path, story: list[Batch]
+) -> None:
+    """KIP-966's lists as MetadataImage's PartitionRegistration holds them
+    (min.insync.replicas=2 and fences: r-0's ISR shrinks into its ELR), in the
+    reference and in the vectorised replays' partition_history, at every offset."""
+    brokers = reference.broker_history.collect()
+    histories = {
+        "reference": reference.partition_history.collect(),
+        **{
+            out: spark.read.parquet(str(outputs / out / "partition_history")).collect()
+            for out in ("one", "job")
+        },
+    }
+    r0 = [row for row in histories["reference"] if row["topic"] == "r"]
+    # the ISR shrank below min.insync.replicas into the ELR, then the last ISR
+    # member's fence left r-0 leaderless with 2 still eligible and a last known ELR
+    assert any(row["elr"] and not row["last_known_elr"] for row in r0), r0
+    assert any(row["leader"] == -1 and 2 in row["elr"] and row["last_known_elr"] for row in r0)
+    images = images_by_offset(story)
+    checked = 0
+    for off, image in images.items():
+        want = H.image_state(image)
+        if not want[1]:
+            continue  # before the first partition
+        for name, rows in histories.items():
+            assert H.state_from_intervals(brokers, rows, off)[1] == want[1], (name, off)
+        checked += any(p["elr"] or p["last_known_elr"] for p in want[1])
+    assert checked, "no offset with an ELR in the story"
 
 
 def test_the_summary_counts_reassignments_and_rebalances(

@@ -81,6 +81,8 @@ def story(rng: random.Random, batches: int) -> list[list[dict[str, Any]]]:
                             replicas=[1, 2, 3],
                             removing_replicas=[],
                             adding_replicas=[],
+                            elr=[],
+                            last_known_elr=[],
                             leader_recovery_state=0,
                             leader_epoch=0,
                             partition_epoch=0,
@@ -109,6 +111,9 @@ def story(rng: random.Random, batches: int) -> list[list[dict[str, Any]]]:
                         partition_id=rng.randrange(live[t]),
                         leader=rng.choice([-2, -2, -1, 1, 2, 3]),
                         isr=rng.choice([None, [1], [2, 3], [1, 2, 3]]),
+                        # KIP-966's lists: null keeps them
+                        elr=rng.choice([None, None, None, [], [2], [2, 3]]),
+                        last_known_elr=rng.choice([None, None, None, [], [1]]),
                         leader_recovery_state=rng.choice([-1, -1, 0, 1]),
                     )
                 )
@@ -199,15 +204,32 @@ def test_delta_then_keeps_the_last_set_value_and_adds_the_counts() -> None:
     a = Delta(
         leader=1,
         isr=(1, 2),
+        elr=(3,),
+        last_known_elr=(),
         leader_epoch_base=0,
         leader_changes=2,
         partition_epoch_base=0,
         changes=3,
     )
-    b = Delta(leader=None, isr=(2,), leader_changes=1, changes=1)
+    b = Delta(leader=None, isr=(2,), last_known_elr=(1,), leader_changes=1, changes=1)
     assert a.then(b) == Delta(
-        leader=1, isr=(2,), leader_epoch_base=0, leader_changes=3, partition_epoch_base=0, changes=4
+        leader=1,
+        isr=(2,),
+        elr=(3,),
+        last_known_elr=(1,),
+        leader_epoch_base=0,
+        leader_changes=3,
+        partition_epoch_base=0,
+        changes=4,
     )
+    # every field of the NamedTuple: a later value wins, counts add (then is positional)
+    counts = {"leader_changes", "changes"}
+    x = Delta(*(i + 1 for i in range(len(Delta._fields))))
+    y = Delta(*(100 + i for i in range(len(Delta._fields))))
+    for name in Delta._fields:
+        got, want = getattr(x.then(y), name), getattr(y, name)
+        assert got == (getattr(x, name) + want if name in counts else want), name
+        assert getattr(x.then(Delta()), name) == getattr(x, name), name
 
 
 def test_transaction_rows_apply_at_its_end_or_never() -> None:
