@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kraft.config import Config, ConfigError
+from kraft.config import Config, ConfigError, value_of
 from kraft.controller.errors import ApiError
 from kraft.security.authz import Authorizer, parse_super_users
 from kraft.security.client_security import NONE, ClientSecurity, from_config
@@ -67,7 +67,7 @@ class ServerSecurity:
             return cls()
         keystore = config.get("ssl.keystore.location")
         truststore = config.get("ssl.truststore.location")
-        client_auth = config.get("ssl.client.auth", "none")
+        client_auth = value_of(config, "ssl.client.auth")
         try:
             ctx = server_context(keystore, truststore, client_auth) if keystore else None
             ctx = ReloadableContext(ctx) if ctx is not None else None
@@ -76,7 +76,7 @@ class ServerSecurity:
         if ctx is None and client_auth != "none":
             raise ConfigError(f"ssl.client.auth={client_auth} needs ssl.keystore.location")
         authorizer = verifier = None
-        if config.get("authorizer.enable", False):
+        if value_of(config, "authorizer.enable"):
             creds_file = config.get("authentication.credentials.file")
             if creds_file:
                 try:
@@ -91,7 +91,7 @@ class ServerSecurity:
                     "authorizer.enable=true needs a way to authenticate: "
                     "authentication.credentials.file, or ssl.client.auth=required|requested"
                 )
-            authorizer = Authorizer(parse_super_users(config.get("super.users", "User:admin")))
+            authorizer = Authorizer(parse_super_users(value_of(config, "super.users")))
             if ctx is None:
                 log.warning(
                     "tokens are accepted over plaintext HTTP: set ssl.keystore.location",
