@@ -65,6 +65,7 @@ from spark_replay.whatif import facts as F
 from spark_replay.whatif.scenario import MIN_ISR, UNCLEAN, Scenario
 
 CLUSTER_ID = "what-if"
+MEMO_RECORDS = 1 << 18  # encoded partition changes kept (bounded memory)
 NODE_ID = 3000
 
 
@@ -131,6 +132,7 @@ class Engine:
         # records of a unit's several commands, written as one batch (None: each alone)
         self._group: list[MetadataRecord] | None = None
         self._encoders: dict[int | None, RecordEncoder] = {}
+        self._encoded: dict[int | None, dict[MetadataRecord, bytes]] = {}
         # set where the log sets it; else added with the first metadata.version
         self._elr_written = any(
             type(r) is FeatureLevelRecord and r.name == ELIGIBLE_LEADER_REPLICAS_FEATURE
@@ -185,7 +187,22 @@ class Engine:
         enc = self._encoders.get(mv)
         if enc is None:
             enc = self._encoders[mv] = RecordEncoder(mv)
-        return enc.encode(records)
+        if len(records) != 1 or type(records[0]) is not PartitionChangeRecord:
+            return enc.encode(records)
+        # A partition's ISR goes back and forth between a few sets: a leader's
+        # AlterPartition record recurs, and its bytes (a function of the record
+        # and the version) are looked up instead of encoded again.
+        memo = self._encoded.get(mv)
+        if memo is None:
+            memo = self._encoded[mv] = {}
+        r = records[0]
+        data = memo.get(r)
+        if data is None:
+            if len(memo) >= MEMO_RECORDS:
+                memo.clear()
+            [data] = enc.encode(records)
+            memo[r] = data
+        return [data]
 
     def _flush_group(self) -> None:
         group, self._group = self._group, None
