@@ -35,7 +35,7 @@ from kraft.local.cluster import ClusterSpec, LocalCluster, free_ports, http_json
 from kraft.security import certs as C
 from kraft.security.client_security import NONE, ClientSecurity
 from kraft.security.reload import Reloader
-from kraft.tools.netproxy import NetProxy
+from tests.integration.netproxy import NetProxy
 
 HOST = "127.0.0.1"
 

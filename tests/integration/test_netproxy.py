@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from kraft.local.cluster import free_ports
-from kraft.tools.netproxy import NetProxy
+from tests.integration.netproxy import NetProxy
 
 
 class _Echo(socketserver.BaseRequestHandler):
