@@ -17,7 +17,7 @@ from metadata_log.batch import encode_batch
 from metadata_log.file_log import FileLog
 from metadata_log.replay import METADATA_DIR_NAME, replay_log
 from metadata_log.snapshot import SnapshotId, write_snapshot
-from tests.story import StoryBatch, cluster_story, story_image
+from tests.cluster_story import StoryBatch, cluster_story, story_image
 
 
 def write_story(data_dir: Path, batches: list[StoryBatch]) -> Path:

@@ -17,7 +17,7 @@ from metadata_log.errors import MetadataLogError
 from metadata_log.image import MetadataImage
 from metadata_log.records import NoOpRecord, SnapshotFooter, SnapshotHeader
 from metadata_log.snapshot import SnapshotId
-from tests.story import cluster_story, story_image
+from tests.cluster_story import cluster_story, story_image
 
 CLUSTER = "test-cluster"
 LEADER = 1

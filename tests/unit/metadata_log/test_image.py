@@ -33,7 +33,7 @@ from metadata_log.records import (
 )
 from metadata_log.replay import read_snapshot_image
 from metadata_log.snapshot import SnapshotId, read_snapshot, write_snapshot
-from tests.story import cluster_story, story_image
+from tests.cluster_story import cluster_story, story_image
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from metadata_log.batch import decode_batches, encode_batch
 from metadata_log.records import record_fields
 from metadata_log.replay import METADATA_DIR_NAME
 from metadata_log.snapshot import list_snapshots
-from tests.story import cluster_story, story_image
+from tests.cluster_story import cluster_story, story_image
 from tests.story_demo import main as story_demo
 
 KRAFT_SCRIPT = Path(sys.executable).parent / "kraft"
