@@ -396,6 +396,14 @@ async def test_tls_handshakes_wait_in_line_and_stalled_ones_do_not_hold_it(
         assert site.quotas.evicted["connections.request.head.timeout.ms"] == 0
         assert site.quotas.connections_of("127.0.0.2") == 4
         assert peak <= 2 and site.quotas.queued_count == 0
+        # a TLS connection keeps a 32 KiB read buffer, not asyncio's 256 KiB
+        r, w = await asyncio.open_connection(
+            host, port, ssl=client_ctx, server_hostname="localhost", local_addr=("127.0.0.3", 0)
+        )
+        assert (await _get(r, w)).startswith(b"HTTP/1.1 200")
+        (served,) = [t.transport for t in site._tracked.values() if t.transport is not None]
+        assert len(served._ssl_protocol._ssl_buffer) == 32 * 1024
+        w.close()
         for _, w in stalled:
             w.close()
         await _until(lambda: site.quotas.open_count == 0)
