@@ -61,7 +61,7 @@ from kraft.clock import mono_ms, wall_ms
 from kraft.raft.config import RaftConfig
 from kraft.raft.core import NotLeaderError as CoreNotLeaderError
 from kraft.raft.core import RaftCore, ReconfigError
-from kraft.raft.log import ReplicatedLog
+from kraft.raft.replicated_log import ReplicatedLog
 from kraft.raft.messages import (
     FetchRequest,
     RaftRequest,

@@ -27,15 +27,11 @@ Entry points (the shell serialises them on one task):
   on_flushed(offset, now_ms)                     the log is durable up to offset
   ready() -> Ready                               what to persist/send/apply
 
-The voter set (KIP-853, kraft.raft.voters): a voter is a key (node id, directory
-id). The set lives in the log as VotersRecord control records (the first leader
-of a quorum bootstrapped from a static list writes it) and in snapshots; each
-node uses the newest set in its log as soon as it is appended and falls back to
-the previous one when that record is truncated. Changes are one voter at a time,
-only once the leader has committed an offset of its own epoch and no other
-change is uncommitted, which keeps every majority of the old set overlapping
-every majority of the new one. A leader that removes itself keeps leading (not
-counting itself) until the change commits, then resigns.
+Where the rest lives: each state's timers and polling in kraft.raft.roles (one
+role object per state type, asked by tick, next_wake_ms and _poll alike);
+KIP-853 membership (the voter-set history, reconfiguration rules) in
+kraft.raft.membership, which this core asks questions of; the errors in
+kraft.raft.errors; reading positions off the log in kraft.raft.log_positions.
 """
 
 from __future__ import annotations
@@ -46,8 +42,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kraft.raft import log_positions
 from kraft.raft.config import RaftConfig
-from kraft.raft.log import ReplicatedLog
+from kraft.raft.describe import describe_quorum
+from kraft.raft.errors import NotLeaderError, ReconfigError, TruncationBelowHighWatermarkError
+from kraft.raft.membership import Membership, as_voter_set
 from kraft.raft.messages import (
     FENCED_LEADER_EPOCH,
     INCONSISTENT_CLUSTER_ID,
@@ -76,6 +75,8 @@ from kraft.raft.messages import (
 )
 from kraft.raft.purgatory import Purgatory
 from kraft.raft.ready import Outbound, Ready
+from kraft.raft.replicated_log import ReplicatedLog
+from kraft.raft.roles import role_of
 from kraft.raft.state import (
     Candidate,
     ElectionState,
@@ -88,63 +89,23 @@ from kraft.raft.state import (
     Resigned,
     Unattached,
 )
-from kraft.raft.voters import UNKNOWN_DIRECTORY, Voter, VoterSet, VoterSetHistory
-from metadata_log.batch import (
-    HEADER_SIZE,
-    decode_records,
-    encode_batch,
-    encode_payload,
-    iter_headers,
-)
-from metadata_log.errors import MetadataLogError
+from kraft.raft.voters import UNKNOWN_DIRECTORY, Voter, VoterSet
+from metadata_log.batch import HEADER_SIZE, encode_batch, encode_payload, iter_headers
 from metadata_log.records import (
     KRaftVersionRecord,
     LeaderChangeMessage,
     Record,
     VotersRecord,
 )
-from metadata_log.snapshot import SnapshotId, snapshot_voters
+from metadata_log.snapshot import SnapshotId
 
-# How much of a snapshot's head is read to find its voter set.
-_SNAPSHOT_HEAD_BYTES = 64 * 1024
-# How much of the log is read per step when scanning it for voter sets at start-up.
-_SCAN_BYTES = 8 * 1024 * 1024
-
-
-class NotLeaderError(Exception):
-    """propose() on a node that is not the leader; carries the known leader."""
-
-    def __init__(self, leader_id: int | None, epoch: int) -> None:
-        self.leader_id = leader_id
-        self.epoch = epoch
-        super().__init__(f"not the leader (leader {leader_id}, epoch {epoch})")
-
-
-class TruncationBelowHighWatermarkError(Exception):
-    """A leader asked us to truncate committed data: a broken safety property."""
-
-
-class ReconfigError(Exception):
-    """An AddVoter / RemoveVoter the leader refuses; `code` is a Kafka-style error name.
-
-    `retriable`: the condition may clear by itself (the leader has not committed
-    an offset of its epoch yet, the new voter has not caught up): the shell may
-    wait, bounded, and ask again.
-    """
-
-    def __init__(self, code: str, message: str, retriable: bool = False) -> None:
-        self.code = code
-        self.retriable = retriable
-        super().__init__(message)
-
-
-# ReconfigError codes.
-CONCURRENT_VOTER_CHANGE = "CONCURRENT_VOTER_CHANGE"
-LEADER_NOT_READY = "LEADER_NOT_READY"
-VOTER_NOT_CAUGHT_UP = "VOTER_NOT_CAUGHT_UP"
-DUPLICATE_VOTER = "DUPLICATE_VOTER"
-VOTER_NOT_FOUND = "VOTER_NOT_FOUND"
-INVALID_VOTER_CHANGE = "INVALID_REQUEST"
+# Raised by the core's entry points; defined once in kraft.raft.errors.
+__all__ = [
+    "NotLeaderError",
+    "RaftCore",
+    "ReconfigError",
+    "TruncationBelowHighWatermarkError",
+]
 
 
 @dataclass(slots=True)
@@ -176,12 +137,6 @@ def _payload(entry: Any) -> tuple[bytes, int]:
     return entry.payload, entry.record_count
 
 
-def _as_voter_set(voters: Iterable[int] | VoterSet | None) -> VoterSet | None:
-    if voters is None or isinstance(voters, VoterSet):
-        return voters
-    return VoterSet.of(Voter(v, UNKNOWN_DIRECTORY, "") for v in voters)
-
-
 class RaftCore:
     def __init__(
         self,
@@ -206,17 +161,9 @@ class RaftCore:
         A node that is not a voter is an observer."""
         self.node_id = node_id
         self.directory_id = directory_id
-        self._bootstrap_servers = tuple(bootstrap_servers)
-        bootstrap = _as_voter_set(voters)
-        if (bootstrap is None or not len(bootstrap)) and not self._bootstrap_servers:
-            raise ValueError("the voter set is empty and there are no bootstrap servers")
-        self._history = VoterSetHistory(
-            bootstrap if bootstrap is not None and len(bootstrap) else None
+        self._membership = Membership(
+            node_id, directory_id, as_voter_set(voters), bootstrap_servers
         )
-        self._learned_endpoints: dict[int, str] = {}
-        self.voter_set: VoterSet = self._history.latest
-        self.voters: frozenset[int] = self.voter_set.ids
-        self.is_voter = self.voter_set.is_voter(node_id, directory_id)
         self.cluster_id = cluster_id
         self.log = log
         self.config = config
@@ -245,8 +192,8 @@ class RaftCore:
         self._snapshot_fetch: _SnapshotFetch | None = None
         self._snapshot_loaded: SnapshotId | None = None
         self._reported_leader: LeaderAndEpoch | None = None
-        self._voters_version = 0  # bumped on every change of the voter set in force
-        self._load_voter_history()
+        self._membership.load(log)
+        self._voters_changed()
         self.state: QuorumState = self._initial_state(election_state)
         self._after()
 
@@ -288,164 +235,73 @@ class RaftCore:
         s = self.state
         return s.epoch_start_offset if isinstance(s, Leader) else None
 
+    @property
+    def voter_set(self) -> VoterSet:
+        """The voter set in force (the newest in the log, KIP-853)."""
+        return self._membership.voter_set
+
+    @property
+    def voters(self) -> frozenset[int]:
+        return self._membership.voters
+
+    @property
+    def is_voter(self) -> bool:
+        """A voter by key (node id and directory id) of the set in force."""
+        return self._membership.is_voter
+
     def _majority(self) -> int:
-        return len(self.voters) // 2 + 1
+        return self._membership.majority
 
     def _can_campaign(self) -> bool:
-        """A voter of the newest set, or of the set before it while the newest is
-        not known to be committed.
-
-        A leader that appended its own removal and lost its leadership before
-        the change committed (a crash, say) is no voter by its newest set, yet
-        the others may still need its vote, and its log, holding the change, is
-        ahead of theirs, so it must refuse them: with two voters nobody could
-        ever be elected. Kafka's removed leader leads until the change commits;
-        so this node campaigns (among the newest set's voters, its own vote not
-        counting), leads until the change commits, then hands over.
-        """
-        if self.is_voter:
-            return True
-        h = self._history
-        latest = h.latest_offset
-        if latest < 0 or latest < self.high_watermark:
-            return False
-        return h.at(latest).is_voter(self.node_id, self.directory_id)
+        return self._membership.can_campaign(self.high_watermark)
 
     # ============================================================== voter set
 
-    def _load_voter_history(self) -> None:
-        """The voter sets of the snapshot and of every VotersRecord in the log."""
-        log = self.log
-        snap = log.latest_snapshot_id()
-        if snap is not None:
-            vs = self._read_snapshot_voters(snap)
-            if vs is not None:
-                self._history.reset_to_snapshot(snap.end_offset, vs)
-        offset = log.start_offset
-        while offset < log.end_offset:
-            data = log.read(offset, _SCAN_BYTES)
-            if not data:
-                break
-            for pos, h in iter_headers(data, "<log>"):
-                if h.control:
-                    self._note_control_batch(data, pos, h)
-                offset = h.next_offset
-        self._voters_changed()
-
-    def _read_snapshot_voters(self, snap: SnapshotId) -> VoterSet | None:
-        try:
-            head, _size = self.log.read_snapshot_chunk(snap, 0, _SNAPSHOT_HEAD_BYTES)
-            rec = snapshot_voters(head)
-        except (KeyError, MetadataLogError):
-            return None  # a snapshot written without a voter set (or not a batch file)
-        return None if rec is None else VoterSet.from_record(rec)
-
-    def _note_control_batch(self, data: bytes, pos: int, header: Any) -> bool:
-        """Record the VotersRecords of a control batch just appended; True if any."""
-        found = False
-        for i, rec in enumerate(decode_records(data, pos, header, "<log>")):
-            # A record the snapshot already covers (a log kept below it) is older
-            # than the snapshot's set.
-            if (
-                isinstance(rec, VotersRecord)
-                and header.base_offset + i > self._history.latest_offset
-            ):
-                self._history.add(header.base_offset + i, VoterSet.from_record(rec))
-                found = True
-        return found
-
     def _voters_changed(self) -> None:
         """Put the newest voter set in force (after an append, truncation or snapshot)."""
-        vs = self._history.latest
-        if vs == self.voter_set and self.is_voter == vs.is_voter(self.node_id, self.directory_id):
+        if not self._membership.refresh():
             return
-        self._voters_version += 1
-        self.voter_set = vs
-        self.voters = vs.ids
-        self.is_voter = vs.is_voter(self.node_id, self.directory_id)
-        s = getattr(self, "state", None)
-        if s is None:
-            return
-        if isinstance(s, Leader):
-            # Progress moves between the voter and observer tables; a replica whose
-            # directory id is not the voter's starts afresh (it never counted).
-            for vid in list(s.voter_states):
-                if vid not in self.voters:
-                    r = s.voter_states.pop(vid)
-                    s.observer_states.setdefault(vid, r)
-                    s.unacked.discard(vid)
-            for v in vs:
-                if v.node_id in s.voter_states:
-                    r = s.voter_states[v.node_id]
-                    if v.node_id != self.node_id and not v.matches(r.directory_id):
-                        s.voter_states[v.node_id] = ReplicaState(v.node_id)
-                    continue
-                obs = s.observer_states.get(v.node_id)
-                if obs is not None and v.matches(obs.directory_id):
-                    s.voter_states[v.node_id] = s.observer_states.pop(v.node_id)
-                else:
-                    s.voter_states[v.node_id] = ReplicaState(v.node_id, directory_id=v.directory_id)
-            s.fetched_since_check &= self.voters
-            # The new set gets a whole check-quorum period (a single voter's
-            # deadline is never refreshed: growing from one voter must not
-            # resign at once).
-            s.check_quorum_deadline_ms = self._now + self.config.check_quorum_timeout_ms
-            self._maybe_advance_hw()
-        elif isinstance(s, Prospective | Candidate) and not self._can_campaign():
-            # No longer a voter: out of the election (a candidate's vote is spent).
-            voted = self._election.voted_id if self._election.leader_epoch == s.epoch else None
-            self._set_state(Unattached(s.epoch, voted, None))
-        elif isinstance(s, Unattached) and self._can_campaign():
-            if s.election_deadline_ms is None:
-                s.election_deadline_ms = self._election_timeout()
-        elif isinstance(s, Unattached):
-            s.election_deadline_ms = None
+        match getattr(self, "state", None):
+            case Leader() as s:
+                self._membership.move_replicas(s)
+                # The new set gets a whole check-quorum period (a single voter's
+                # deadline is never refreshed: growing from one voter must not
+                # resign at once).
+                s.check_quorum_deadline_ms = self._now + self.config.check_quorum_timeout_ms
+                self._maybe_advance_hw()
+            case Prospective() | Candidate() as s if not self._can_campaign():
+                # No longer a voter: out of the election (a candidate's vote is spent).
+                voted = self._election.voted_id if self._election.leader_epoch == s.epoch else None
+                self._set_state(Unattached(s.epoch, voted, None))
+            case Unattached() as s if self._can_campaign():
+                if s.election_deadline_ms is None:
+                    s.election_deadline_ms = self._election_timeout()
+            case Unattached() as s:
+                s.election_deadline_ms = None
 
     def endpoint(self, node_id: int) -> str | None:
         """The URL of `node_id` as this node knows it (voter set, or learned from a leader)."""
-        v = self.voter_set.get(node_id)
-        if v is not None and v.url:
-            return v.url
-        for _off, vs in reversed(self._history.entries()):
-            v = vs.get(node_id)
-            if v is not None and v.url:
-                return v.url
-        return self._learned_endpoints.get(node_id)
+        return self._membership.endpoint(node_id)
 
     def voters_record_at(self, end_offset: int) -> VotersRecord | None:
         """The voter set in force for a snapshot ending at `end_offset` (for its writer)."""
-        vs = self._history.at(end_offset)
-        return vs.to_record() if len(vs) else None
+        return self._membership.voters_record_at(end_offset)
 
     @property
     def voters_version(self) -> int:
         """Bumped whenever the voter set in force changes (for the shell's endpoints)."""
-        return self._voters_version
+        return self._membership.version
 
     @property
     def pending_voter_change(self) -> int | None:
         """Offset of an uncommitted VotersRecord, if any."""
-        off = self._history.latest_offset
-        return off if off >= self.high_watermark else None
+        return self._membership.pending_change(self.high_watermark)
 
-    def _reconfig_precheck(self) -> Leader:
+    def _leader_for_reconfig(self, now_ms: int) -> Leader:
+        self._now = max(self._now, now_ms)
         s = self.state
         if not isinstance(s, Leader):
             raise NotLeaderError(self.leader_id, self.epoch)
-        if self.high_watermark <= s.epoch_start_offset:
-            raise ReconfigError(
-                LEADER_NOT_READY,
-                f"the leader has not committed an offset of its epoch {s.epoch} yet "
-                f"(high watermark {self.high_watermark}, epoch start {s.epoch_start_offset})",
-                retriable=True,
-            )
-        pending = self.pending_voter_change
-        if pending is not None:
-            raise ReconfigError(
-                CONCURRENT_VOTER_CHANGE,
-                f"a voter change (VotersRecord at offset {pending}) is not committed yet: "
-                "one change at a time; retry once it commits",
-            )
         return s
 
     def _append_voters(self, s: Leader, new: VoterSet) -> int:
@@ -454,7 +310,7 @@ class RaftCore:
             offset, s.epoch, self._now + self.wall_offset_ms, [new.to_record()], control=True
         )
         self.log.append(batch)
-        self._history.add(offset, new)
+        self._membership.history.add(offset, new)
         self._voters_changed()
         self._wake_fetches()
         return offset
@@ -467,44 +323,18 @@ class RaftCore:
         directory id, caught up (at the log end within the fetch timeout).
         Raises NotLeaderError or ReconfigError.
         """
-        self._now = max(self._now, now_ms)
-        if not directory_id:
-            raise ReconfigError(INVALID_VOTER_CHANGE, "directory_id is required to add a voter")
-        if not url:
-            raise ReconfigError(INVALID_VOTER_CHANGE, "the new voter's url is required")
-        s = self._reconfig_precheck()
-        cur = self.voter_set.get(node_id)
-        if cur is not None:
-            if cur.directory_id == directory_id:
-                raise ReconfigError(
-                    DUPLICATE_VOTER, f"node {node_id} (directory {directory_id}) is already a voter"
-                )
-            raise ReconfigError(
-                DUPLICATE_VOTER,
-                f"node {node_id} is a voter with directory {cur.directory_id or '(unknown)'}: "
-                "remove that voter first",
-            )
-        r = s.observer_states.get(node_id)
-        if r is None or r.directory_id != directory_id:
-            raise ReconfigError(
-                VOTER_NOT_CAUGHT_UP,
-                f"node {node_id} with directory {directory_id} is not fetching from the "
-                "leader: start it (kraft controller --bootstrap-controllers ...) first",
-                retriable=True,
-            )
-        if (
-            r.last_caught_up_ms < 0
-            or self._now - r.last_caught_up_ms > self.config.fetch_timeout_ms
-        ):
-            raise ReconfigError(
-                VOTER_NOT_CAUGHT_UP,
-                f"node {node_id} has not caught up with the leader (fetch offset "
-                f"{r.end_offset}, leader log end {self.log.end_offset})",
-                retriable=True,
-            )
-        offset = self._append_voters(
-            s, self.voter_set.with_voter(Voter(node_id, directory_id, url))
+        voter = Voter(node_id, directory_id, url)
+        Membership.check_new_voter(voter)  # a malformed request, whoever leads
+        s = self._leader_for_reconfig(now_ms)
+        new = self._membership.after_add(
+            s,
+            voter,
+            self.high_watermark,
+            self._now,
+            self.config.fetch_timeout_ms,
+            self.log.end_offset,
         )
+        offset = self._append_voters(s, new)
         self._after()
         return offset
 
@@ -515,49 +345,11 @@ class RaftCore:
         Removing the leader itself is allowed: it keeps leading until the change
         commits, then resigns. Raises NotLeaderError or ReconfigError.
         """
-        self._now = max(self._now, now_ms)
-        s = self._reconfig_precheck()
-        cur = self.voter_set.get(node_id)
-        if cur is None or (
-            directory_id
-            and cur.directory_id != UNKNOWN_DIRECTORY
-            and cur.directory_id != directory_id
-        ):
-            raise ReconfigError(
-                VOTER_NOT_FOUND,
-                f"no voter ({node_id}, {directory_id or 'any directory'}); "
-                f"the voters are {self.voter_set.describe()}",
-            )
-        if len(self.voter_set) == 1:
-            raise ReconfigError(INVALID_VOTER_CHANGE, "cannot remove the only voter")
-        offset = self._append_voters(s, self.voter_set.without(node_id))
+        s = self._leader_for_reconfig(now_ms)
+        new = self._membership.after_remove(s, node_id, directory_id, self.high_watermark)
+        offset = self._append_voters(s, new)
         self._after()
         return offset
-
-    def _maybe_fill_directory_ids(self) -> None:
-        """A quorum bootstrapped from a static list knows no directory ids: the
-        leader records each voter's as it learns it (its own, then from voters'
-        fetches), one VotersRecord at a time under the same rules as a change."""
-        s = self.state
-        if not isinstance(s, Leader) or self.pending_voter_change is not None:
-            return
-        if self.high_watermark <= s.epoch_start_offset:
-            return
-        filled = []
-        changed = False
-        for v in self.voter_set:
-            d = v.directory_id
-            if d == UNKNOWN_DIRECTORY:
-                if v.node_id == self.node_id:
-                    d = self.directory_id
-                else:
-                    r = s.voter_states.get(v.node_id)
-                    d = r.directory_id if r is not None else UNKNOWN_DIRECTORY
-            if d != v.directory_id:
-                changed = True
-            filled.append(Voter(v.node_id, d, v.url))
-        if changed:
-            self._append_voters(s, VoterSet.of(filled))
 
     def _election_timeout(self) -> int:
         """Randomized in [T, 2T] so that candidates rarely collide."""
@@ -700,30 +492,23 @@ class RaftCore:
             LeaderChangeMessage(self.node_id, tuple(sorted(self.voters)), leader.granting_voters)
         ]
         base = self.log.end_offset
-        bootstrap: VoterSet | None = None
-        if not self._history.from_log:
-            # KIP-853: the first leader writes the bootstrap voter set into the
-            # log, so that it is replicated and can then be changed.
-            bootstrap = VoterSet.of(
-                Voter(v.node_id, self.directory_id, v.url)
-                if v.node_id == self.node_id and not v.directory_id
-                else v
-                for v in self.voter_set
-            )
+        # KIP-853: the first leader writes the bootstrap voter set into the log.
+        bootstrap = self._membership.bootstrap_to_write()
+        if bootstrap is not None:
             records += [KRaftVersionRecord(1), bootstrap.to_record()]
         batch = encode_batch(base, epoch, self._now + self.wall_offset_ms, records, control=True)
         self.log.append(batch)
         if bootstrap is not None:
-            self._history.add(base + 2, bootstrap)
+            self._membership.history.add(base + 2, bootstrap)
             self._voters_changed()
-        self._send_begin_quorum()
+        self._send_begin_quorum(leader)
         self._maybe_advance_hw()
 
     def _become_resigned(self, successors: tuple[int, ...]) -> None:
         others = set(self.voters - {self.node_id})
         r = Resigned(self.epoch, self._election_timeout(), successors, unacked=others)
         self._set_state(r)
-        self._send_end_quorum()
+        self._send_end_quorum(r)
 
     # ================================================================== helpers
 
@@ -745,39 +530,10 @@ class RaftCore:
         return (last_epoch, end_offset) >= (self._last_epoch(), self.log.end_offset)
 
     def _last_epoch(self) -> int:
-        """The epoch of the last offset this node holds (Kafka's lastFetchedEpoch).
-
-        When the log is empty past a snapshot, the last offset is the snapshot's,
-        so is its epoch: the log's epoch cache may not say (an emptied log keeps
-        the epoch that was in effect at its start, which can be a later one).
-        """
-        log = self.log
-        if log.end_offset == log.start_offset:
-            snap = log.latest_snapshot_id()
-            if snap is not None and snap.end_offset == log.end_offset:
-                return snap.epoch
-        return log.latest_epoch
+        return log_positions.last_epoch(self.log)
 
     def _end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """log.end_offset_for_epoch, knowing the epoch of the snapshot the log starts at.
-
-        After the log is trimmed to a snapshot, its epoch cache starts with the
-        epoch of the first batch kept: the snapshot's own epoch (that of its last
-        offset) is gone from it. A follower that loaded that snapshot fetches with
-        it as its last epoch, and must be told it matches, or it would load the
-        same snapshot again forever.
-        """
-        log = self.log
-        found, end = log.end_offset_for_epoch(epoch)
-        snap = log.latest_snapshot_id()
-        if snap is not None and snap.end_offset == log.start_offset and found < snap.epoch <= epoch:
-            end = log.end_offset
-            for e, start in log.epoch_entries():
-                if e > snap.epoch:
-                    end = max(start, snap.end_offset)
-                    break
-            return snap.epoch, end
-        return found, end
+        return log_positions.end_offset_for_epoch(self.log, epoch)
 
     def _maybe_learn(self, epoch: int, leader_id: int) -> bool:
         """Kafka's maybeHandleCommonResponse: move to a newer epoch or a newly known leader.
@@ -1190,7 +946,7 @@ class RaftCore:
             return  # a stale or duplicated answer
         self._fetch_correlation = None
         if resp.leader_endpoint and resp.leader_id >= 0:
-            self._learned_endpoints[resp.leader_id] = resp.leader_endpoint
+            self._membership.learned_endpoints[resp.leader_id] = resp.leader_endpoint
         if self._maybe_learn(resp.leader_epoch, resp.leader_id):
             return
         s = self.state
@@ -1229,7 +985,7 @@ class RaftCore:
                 )
             log.truncate_to(target)
             self._flush_requested = min(self._flush_requested, log.end_offset)
-            if self._history.truncate_from(log.end_offset):
+            if self._membership.history.truncate_from(log.end_offset):
                 self._voters_changed()  # back to the previous voter set
             return
         if resp.snapshot_id is not None:
@@ -1249,7 +1005,7 @@ class RaftCore:
                 return False  # not where our log ends (a stale answer): ignore
             first = False
             log.append(records[pos : pos + header.length])
-            if header.control and self._note_control_batch(records, pos, header):
+            if header.control and self._membership.note_control_batch(records, pos, header):
                 voters = True
         if voters:
             self._voters_changed()  # in force as soon as appended
@@ -1319,8 +1075,9 @@ class RaftCore:
             self.log.install_snapshot(sf.snapshot_id, bytes(sf.data))
             self._flush_requested = min(self._flush_requested, self.log.end_offset)
             self._snapshot_fetch = None
-            self._history.reset_to_snapshot(
-                sf.snapshot_id.end_offset, self._read_snapshot_voters(sf.snapshot_id)
+            self._membership.history.reset_to_snapshot(
+                sf.snapshot_id.end_offset,
+                Membership.read_snapshot_voters(self.log, sf.snapshot_id),
             )
             self._voters_changed()
             if sf.snapshot_id.end_offset > self.high_watermark:
@@ -1402,40 +1159,20 @@ class RaftCore:
         self._now = max(self._now, now_ms)
         s = self.state
         if isinstance(s, Leader):
-            others = [r for v, r in s.voter_states.items() if v != self.node_id]
-            others.sort(key=lambda r: (-r.end_offset, -r.last_fetch_ms, r.node_id))
-            self._become_resigned(tuple(r.node_id for r in others))
+            self._become_resigned(self._successors(s))
         self._after()
 
-    def snapshot_id_at(self, end_offset: int) -> SnapshotId:
-        """The id for a snapshot of the state machine up to `end_offset` (exclusive).
+    def _successors(self, s: Leader) -> tuple[int, ...]:
+        """The voters ordered by how far they have fetched (EndQuorumEpoch's preferred
+        successors)."""
+        others = [r for v, r in s.voter_states.items() if v != self.node_id]
+        others.sort(key=lambda r: (-r.end_offset, -r.last_fetch_ms, r.node_id))
+        return tuple(r.node_id for r in others)
 
-        For the state machine, on any node: `end_offset` must be committed (at
-        most the high watermark), inside the log, and the end of a batch (an
-        offset the state machine has applied up to). The epoch is that of the
-        last offset the snapshot contains, as Kafka names snapshots. The caller
-        writes the snapshot through its log; the core then serves it to
-        followers behind the log start.
-        """
-        log = self.log
-        if end_offset > self.high_watermark:
-            raise ValueError(
-                f"snapshot at {end_offset} is past the high watermark {self.high_watermark}"
-            )
-        if end_offset <= log.start_offset:
-            snap = log.latest_snapshot_id()
-            if snap is not None and snap.end_offset == end_offset:
-                return snap
-            raise ValueError(f"snapshot at {end_offset} is below the log start {log.start_offset}")
-        last = end_offset - 1
-        epoch = -1
-        for e, start in log.epoch_entries():
-            if start > last:
-                break
-            epoch = e
-        if epoch < 0:
-            raise ValueError(f"no epoch known for offset {last}")
-        return SnapshotId(end_offset, epoch)
+    def snapshot_id_at(self, end_offset: int) -> SnapshotId:
+        """The id for a snapshot of the state machine up to `end_offset` (exclusive);
+        see log_positions.snapshot_id_at."""
+        return log_positions.snapshot_id_at(self.log, end_offset, self.high_watermark)
 
     def _wake_fetches(self) -> None:
         s = self.state
@@ -1460,102 +1197,43 @@ class RaftCore:
             inf = self._inflight.pop(corr)
             self._on_failed(corr, inf)
         s = self.state
-        if isinstance(s, Leader):
-            if s.hw_announce_ms is not None and now >= s.hw_announce_ms:
-                self._announce_hw(s)
-            for parked in self._purgatory.expire(now):
-                self._respond(parked.correlation, self._fetch_data(s, parked.request))
-            if self.voters != {self.node_id} and now >= s.check_quorum_deadline_ms:
-                # A majority has not fetched for 1.5 fetch timeouts: we may be
-                # partitioned away; stop accepting writes that cannot commit.
-                self._become_resigned(())
-        elif isinstance(s, Follower):
-            if now >= s.fetch_deadline_ms:
-                if self._can_campaign():
-                    self._become_prospective()
-                else:
-                    self._become_unattached(s.epoch)
-        elif isinstance(s, Resigned) and not self._can_campaign():
-            # A leader that removed itself (or was removed) hands over, then
-            # follows the new leader as an observer.
-            if now >= s.election_deadline_ms or not s.unacked:
-                self._become_unattached(s.epoch)
-        elif isinstance(s, Unattached | Prospective | Candidate | Resigned):
-            deadline = s.election_deadline_ms
-            if deadline is not None and now >= deadline and self._can_campaign():
-                if isinstance(s, Prospective) and s.leader_id is not None:
-                    # Lost the pre-vote: back to the leader we knew (KIP-996), to
-                    # fetch from it again; a dead one times out once more.
-                    self._become_follower(s.epoch, s.leader_id)
-                else:
-                    self._become_prospective()
+        role_of(s).on_deadline(self, s)
         self._after()
 
     def next_wake_ms(self) -> int:
         """When tick() must be called next (at the latest)."""
         s = self.state
+        role = role_of(s)
         times: list[int] = [inf.deadline_ms for inf in self._inflight.values()]
-        if isinstance(s, Leader):
-            if self.voters != {self.node_id}:
-                times.append(s.check_quorum_deadline_ms)
-            d = self._purgatory.next_deadline_ms()
-            if d is not None:
-                times.append(d)
-            if s.hw_announce_ms is not None:
-                times.append(s.hw_announce_ms)
-            times.extend(s.next_send_ms.get(v, 0) for v in s.unacked)
-        elif isinstance(s, Resigned):
-            times.append(s.election_deadline_ms)
-            times.extend(s.next_send_ms.get(v, 0) for v in s.unacked)
-        elif isinstance(s, Follower):
-            times.append(s.fetch_deadline_ms)
-        elif s.election_deadline_ms is not None:
-            times.append(s.election_deadline_ms)
+        times.extend(role.deadlines(self, s))
         if (
             self._fetch_correlation is None
-            and self._wants_fetch()
+            and role.wants_fetch(self, s)
             and self.log.flushed_offset >= self.log.end_offset
         ):
             # (While the log waits for its flush, on_flushed sends the fetch: a
             # timer then would only make the shell spin.)
             times.append(self._fetch_backoff_until)
-        elif isinstance(s, Prospective | Candidate):
-            times.extend(
-                t for v, t in s.next_send_ms.items() if v not in s.granted and v not in s.rejected
-            )
         return max(min(times), self._now) if times else self._now + 60_000
 
     # ================================================================= polling
 
-    def _wants_fetch(self) -> bool:
-        s = self.state
-        return isinstance(s, Follower) or (isinstance(s, Unattached) and not self.is_voter)
-
     def _poll(self) -> None:
-        """Send what the current state wants sent (fetches, BeginQuorumEpoch, EndQuorumEpoch)."""
+        """Send what the current state wants sent (BeginQuorumEpoch, EndQuorumEpoch,
+        votes: its role's poll), then its fetch."""
         s = self.state
-        if isinstance(s, Leader):
-            self._send_begin_quorum()
-        elif isinstance(s, Resigned):
-            self._send_end_quorum()
-        elif isinstance(s, Prospective | Candidate) and s.next_send_ms:
-            self._send_votes()
-        if not self._wants_fetch() or self._fetch_correlation is not None:
+        role = role_of(s)
+        role.poll(self, s)
+        if not role.wants_fetch(self, s) or self._fetch_correlation is not None:
             return
         if self._now < self._fetch_backoff_until:
             return
         log = self.log
         if log.flushed_offset < log.end_offset:
             return  # fetch_offset reports durable data only: wait for on_flushed
-        if isinstance(s, Follower):
-            destination = s.leader_id
-        else:
-            # An observer without a leader asks the voters in turn (or, before it
-            # knows any, the --bootstrap-controllers); any answer names the leader.
-            others = sorted(self.voters - {self.node_id}) or list(self._bootstrap_servers)
-            if not others:
-                return
-            destination = others[self._bootstrap_index % len(others)]
+        destination = role.fetch_target(self, s)
+        if destination is None:
+            return
         timeout = self.config.fetch_max_wait_ms + self.config.request_timeout_ms
         sf = self._snapshot_fetch
         if sf is not None:
@@ -1582,15 +1260,11 @@ class RaftCore:
             )
         self._fetch_correlation = self._send(destination, req, self._now + timeout)
 
-    def _send_begin_quorum(self) -> None:
-        s = self.state
-        assert isinstance(s, Leader)
+    def _send_begin_quorum(self, s: Leader) -> None:
         req = BeginQuorumEpochRequest(self.cluster_id, self.node_id, s.epoch)
         self._resend(s, req)
 
-    def _send_end_quorum(self) -> None:
-        s = self.state
-        assert isinstance(s, Resigned)
+    def _send_end_quorum(self, s: Resigned) -> None:
         req = EndQuorumEpochRequest(self.cluster_id, self.node_id, s.epoch, s.preferred_successors)
         self._resend(s, req)
 
@@ -1612,13 +1286,13 @@ class RaftCore:
         """Common tail of every entry point."""
         s = self.state
         if isinstance(s, Leader):
-            if not self.is_voter and self.high_watermark > self._history.latest_offset:
+            if self._membership.removal_committed(self.high_watermark):
                 # Our removal committed: hand over to the best-placed voter.
-                others = [r for v, r in s.voter_states.items() if v != self.node_id]
-                others.sort(key=lambda r: (-r.end_offset, -r.last_fetch_ms, r.node_id))
-                self._become_resigned(tuple(r.node_id for r in others))
+                self._become_resigned(self._successors(s))
             else:
-                self._maybe_fill_directory_ids()
+                filled = self._membership.with_directory_ids(s, self.high_watermark)
+                if filled is not None:
+                    self._append_voters(s, filled)
         self._poll()
 
     def ready(self) -> Ready:
@@ -1650,47 +1324,4 @@ class RaftCore:
 
     def describe(self, now_ms: int) -> dict[str, Any]:
         """This node's view of the quorum, shaped as GET /v1/quorum (DESIGN 1.2)."""
-        s = self.state
-        out: dict[str, Any] = {
-            "cluster_id": self.cluster_id,
-            "node_id": self.node_id,
-            "state": self.state_name,
-            "leader_id": self.leader_id,
-            "leader_epoch": self.epoch,
-            "high_watermark": self.high_watermark,
-            "log_end_offset": self.log.end_offset,
-            "voters": [],
-            "observers": [],
-        }
-        if isinstance(s, Leader):
-            end = self.log.end_offset
-            off = self.wall_offset_ms  # DescribeQuorum's timestamps are wall clock
-
-            def stamp(ms: int) -> int:
-                return ms + off if ms >= 0 else ms
-
-            def row(r: ReplicaState) -> dict[str, Any]:
-                own = r.node_id == self.node_id
-                leo = end if own else r.end_offset
-                voter = self.voter_set.get(r.node_id)
-                d = self.directory_id if own else r.directory_id
-                if voter is not None and voter.directory_id and r.node_id in s.voter_states:
-                    d = voter.directory_id
-                return {
-                    "node_id": r.node_id,
-                    "directory_id": d,
-                    "log_end_offset": leo,
-                    "lag": max(end - leo, 0) if leo >= 0 else end,
-                    "last_fetch_timestamp": stamp(now_ms if own else r.last_fetch_ms),
-                    "last_caught_up_timestamp": stamp(now_ms if own else r.last_caught_up_ms),
-                }
-
-            out["voters"] = [row(r) for _, r in sorted(s.voter_states.items())]
-            out["observers"] = [row(r) for _, r in sorted(s.observer_states.items())]
-        else:
-            out["voters"] = [
-                {"node_id": v.node_id, "directory_id": v.directory_id} for v in self.voter_set
-            ]
-        out["directory_id"] = self.directory_id
-        out["voter_endpoints"] = {str(v.node_id): v.url for v in self.voter_set if v.url}
-        return out
+        return describe_quorum(self, now_ms)

@@ -80,7 +80,7 @@ class FlushJob:
 
 
 class FileReplicatedLog:
-    """ReplicatedLog (kraft.raft.log) over a FileLog directory with its snapshots."""
+    """ReplicatedLog (kraft.raft.replicated_log) over a FileLog directory with its snapshots."""
 
     def __init__(self, file_log: FileLog) -> None:
         self.file_log = file_log

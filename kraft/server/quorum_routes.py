@@ -21,7 +21,7 @@ from aiohttp import web
 
 from kraft.controller.errors import ApiError
 from kraft.raft.client import NotLeaderError, RaftClient
-from kraft.raft.core import (
+from kraft.raft.errors import (
     CONCURRENT_VOTER_CHANGE,
     DUPLICATE_VOTER,
     INVALID_VOTER_CHANGE,

@@ -92,7 +92,7 @@ from kraft.controller.requests import (
     RegisterBrokerRequest,
 )
 from kraft.raft.config import RaftConfig
-from kraft.raft.core import NotLeaderError
+from kraft.raft.errors import NotLeaderError
 from metadata_log.batch import decode_records, iter_headers
 from metadata_log.image import MetadataImage, PartitionRegistration
 from metadata_log.records import (

@@ -64,7 +64,8 @@ from typing import Any
 import msgpack
 
 from kraft.raft.config import RaftConfig
-from kraft.raft.core import CONCURRENT_VOTER_CHANGE, NotLeaderError, RaftCore, ReconfigError
+from kraft.raft.core import RaftCore
+from kraft.raft.errors import CONCURRENT_VOTER_CHANGE, NotLeaderError, ReconfigError
 from kraft.raft.memory_log import MemoryLog
 from kraft.raft.messages import is_request, message_from_wire, to_wire
 from kraft.raft.ready import Ready

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from kraft.raft.core import (
+from kraft.raft.errors import (
     CONCURRENT_VOTER_CHANGE,
     DUPLICATE_VOTER,
     LEADER_NOT_READY,
