@@ -138,10 +138,10 @@ def record_payload(records: int) -> tuple[bytes, int]:
 async def kraft_worker(args: argparse.Namespace) -> None:
     from aiohttp import web
 
-    from kraft.raft.client import NotLeaderError, RaftClient
     from kraft.raft.config import RaftConfig
-    from kraft.raft.file_log_adapter import FileReplicatedLog
-    from kraft.raft.quorum_state import QuorumStateFile
+    from kraft.raft_shell.driver import NotLeaderError, RaftClient
+    from kraft.raft_shell.file_log_adapter import FileReplicatedLog
+    from kraft.raft_shell.quorum_state import QuorumStateFile
     from kraft.server.http_codec import error_middleware
     from kraft.server.raft_routes import build_raft_routes
 

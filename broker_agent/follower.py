@@ -2,7 +2,7 @@
 
 Brokers follow the metadata log as Kafka's do: as Raft **observers** (a node id
 not in the voter set) running the same Raft client as the controllers
-(kraft.raft.client.RaftClient over the pure RaftCore, kraft.raft.transport's
+(kraft.raft_shell.driver.RaftClient over the pure RaftCore, kraft.raft_shell.transport's
 `POST /raft/<endpoint>`), with the same Fetch / FetchSnapshot RPCs, so they never
 count toward the high watermark. The broker's copy of the log is in memory
 (`ObserverLog`, a MemoryLog with the flush hooks the client drives): a broker
@@ -35,11 +35,11 @@ from typing import Any
 import aiohttp
 
 from kraft.clock import mono_ms
-from kraft.raft.client import CommittedBatch, RaftClient
 from kraft.raft.config import RaftConfig
 from kraft.raft.memory_log import MemoryLog
 from kraft.raft.state import ElectionState, LeaderAndEpoch
-from kraft.raft.transport import HttpTransport
+from kraft.raft_shell.driver import CommittedBatch, RaftClient
+from kraft.raft_shell.transport import HttpTransport
 from kraft.security.client_security import NONE, ClientSecurity
 from metadata_log.batch import decode_records, iter_headers
 from metadata_log.errors import MetadataLogError

@@ -11,7 +11,7 @@ The shell handles a Ready in this order:
    `responses` (answers to inbound requests, by the correlation the shell passed
    to `handle_request`).
 4. `high_watermark`, `leader_change`, `snapshot_loaded`: tell the state machine
-   (kraft.raft.client does this).
+   (kraft.raft_shell.driver does this).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ REFUSAL_REASONS = (MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, CREATION_RATE)
 EVICTION_REASONS = (MAX_CONNECTIONS, HEAD_TIMEOUT)
 
 # Room over max.connections for each voter's host: the Raft transport keeps up to
-# 8 connections per peer (kraft.raft.transport), twice that covers a restarted
+# 8 connections per peer (kraft.raft_shell.transport), twice that covers a restarted
 # peer whose old connections are still being torn down.
 ROOM_PER_VOTER = 16
 

@@ -59,13 +59,13 @@ from kraft.config import Config, ConfigError, parse_properties, value_of
 from kraft.controller.batching import EncodedBatch
 from kraft.controller.quorum_controller import ControllerConfig, QuorumController
 from kraft.controller.topic_policy import TopicLimits
-from kraft.raft.client import CommittedBatch, RaftClient
-from kraft.raft.client import NotLeaderError as RaftNotLeaderError
 from kraft.raft.config import RaftConfig
-from kraft.raft.file_log_adapter import FileReplicatedLog
-from kraft.raft.quorum_state import QuorumStateFile
 from kraft.raft.state import LeaderAndEpoch
-from kraft.raft.transport import HttpTransport
+from kraft.raft_shell.driver import CommittedBatch, RaftClient
+from kraft.raft_shell.driver import NotLeaderError as RaftNotLeaderError
+from kraft.raft_shell.file_log_adapter import FileReplicatedLog
+from kraft.raft_shell.quorum_state import QuorumStateFile
+from kraft.raft_shell.transport import HttpTransport
 from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay
 from kraft.server.controller_service import ControllerService
 from kraft.server.controller_service import NotLeaderError as ServiceNotLeaderError

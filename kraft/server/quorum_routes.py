@@ -20,7 +20,6 @@ from typing import Any
 from aiohttp import web
 
 from kraft.controller.errors import ApiError
-from kraft.raft.client import NotLeaderError, RaftClient
 from kraft.raft.errors import (
     CONCURRENT_VOTER_CHANGE,
     DUPLICATE_VOTER,
@@ -28,6 +27,7 @@ from kraft.raft.errors import (
     VOTER_NOT_FOUND,
     ReconfigError,
 )
+from kraft.raft_shell.driver import NotLeaderError, RaftClient
 from kraft.security.server_security import authorize_admin
 from kraft.server.api_spec import routes_from_spec
 from kraft.server.http_codec import read_body, reply

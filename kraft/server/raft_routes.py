@@ -22,7 +22,6 @@ import msgpack
 from aiohttp import web
 
 from kraft.controller.errors import ApiError
-from kraft.raft.client import RaftClient, RaftFatalError
 from kraft.raft.messages import (
     INCONSISTENT_CLUSTER_ID,
     REQUEST_TYPES,
@@ -32,6 +31,7 @@ from kraft.raft.messages import (
     message_from_wire,
     to_wire,
 )
+from kraft.raft_shell.driver import RaftClient, RaftFatalError
 from kraft.security.server_security import authorize_raft
 from kraft.server.http_codec import MSGPACK, read_body, reply
 

@@ -60,8 +60,8 @@ from kraft.controller.requests import (
     CreateTopicRequest,
     RegisterBrokerRequest,
 )
-from kraft.raft.client import CommittedBatch
 from kraft.raft.state import LeaderAndEpoch
+from kraft.raft_shell.driver import CommittedBatch
 from kraft.server.node import (
     META_PROPERTIES,
     ControllerNode,

@@ -3,7 +3,7 @@
 `SimTransport` is what RaftClient gets instead of HttpTransport: the same
 `send(destination, request, timeout_s)` contract (the peer's RaftResponse or
 TransportError), with every message through the real wire codec (msgpack via
-kraft.raft.transport.encode/decode), a seeded delay each way, drops and slow
+kraft.raft_shell.transport.encode/decode), a seeded delay each way, drops and slow
 paths (reordering), partitions (a cut link hangs until the timeout, as a lost
 packet does) and dead peers (connection refused, or a timeout). The request is
 handed to the live incarnation of the peer's RaftClient (`handle_inbound`, what
@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kraft.raft.client import RaftFatalError
 from kraft.raft.messages import RaftRequest, RaftResponse
-from kraft.raft.transport import TransportError, decode, encode
+from kraft.raft_shell.driver import RaftFatalError
+from kraft.raft_shell.transport import TransportError, decode, encode
 from tests.dsim.loop import OWNER
 
 

@@ -16,7 +16,7 @@ import msgpack
 from kraft.config import CONTROLLER_KEYS, load_config
 from kraft.security.tls import client_context
 from kraft.server.node import ControllerNode, NodeSettings
-from tests.unit.server.raft_harness import free_ports
+from tests.unit.raft_shell.raft_harness import free_ports
 
 FAST = [
     "controller.quorum.election.timeout.ms=150",

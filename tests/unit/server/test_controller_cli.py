@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from tests.unit.server.raft_harness import free_ports
+from tests.unit.raft_shell.raft_harness import free_ports
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -19,7 +19,7 @@ from kraft.server.node import (
     derive_cluster_id,
     format_or_check,
 )
-from tests.unit.server.raft_harness import free_ports
+from tests.unit.raft_shell.raft_harness import free_ports
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -7,8 +7,8 @@ import msgpack
 import pytest
 
 from kraft.raft.messages import FetchRequest, VoteRequest, to_wire
-from kraft.raft.transport import HttpTransport, TransportError, decode
-from tests.unit.server.raft_harness import Quorum
+from kraft.raft_shell.transport import HttpTransport, TransportError, decode
+from tests.unit.raft_shell.raft_harness import Quorum
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kraft.raft.quorum_state import QuorumStateError, QuorumStateFile
 from kraft.raft.state import ElectionState
+from kraft.raft_shell.quorum_state import QuorumStateError, QuorumStateFile
 
 
 def test_round_trip_and_format(tmp_path):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kraft.raft.file_log_adapter import FileReplicatedLog
+from kraft.raft_shell.file_log_adapter import FileReplicatedLog
 from metadata_log.batch import encode_batch
 from metadata_log.records import NoOpRecord
 from metadata_log.snapshot import SnapshotId, write_snapshot

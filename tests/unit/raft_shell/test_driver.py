@@ -8,8 +8,6 @@ import time
 
 import pytest
 
-from kraft.raft.client import NotLeaderError, RaftClient
-from kraft.raft.file_log_adapter import FileReplicatedLog, FlushJob
 from kraft.raft.messages import (
     NONE,
     BeginQuorumEpochRequest,
@@ -19,9 +17,11 @@ from kraft.raft.messages import (
     VoteResponse,
 )
 from kraft.raft.state import ElectionState
-from kraft.raft.transport import TransportError
+from kraft.raft_shell.driver import NotLeaderError, RaftClient
+from kraft.raft_shell.file_log_adapter import FileReplicatedLog, FlushJob
+from kraft.raft_shell.transport import TransportError
 from metadata_log.records import NoOpRecord
-from tests.unit.server.raft_harness import FAST, Quorum
+from tests.unit.raft_shell.raft_harness import FAST, Quorum
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -282,8 +282,8 @@ async def test_handing_over_a_long_committed_log_lets_the_event_loop_run(tmp_pat
             await asyncio.wait_for(c.wait_committed(c.append_records([NoOpRecord()])), 3)
     finally:
         await q.stop()
-    monkeypatch.setattr("kraft.raft.client.DELIVERY_CHUNK_BYTES", 1)  # one batch a cycle
-    monkeypatch.setattr("kraft.raft.client.DRIVER_YIELD_AFTER_S", 0.0)  # yield every time
+    monkeypatch.setattr("kraft.raft_shell.driver.DELIVERY_CHUNK_BYTES", 1)  # one batch a cycle
+    monkeypatch.setattr("kraft.raft_shell.driver.DRIVER_YIELD_AFTER_S", 0.0)  # yield every time
     passes = 0
 
     async def ticker() -> None:

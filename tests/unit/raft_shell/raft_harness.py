@@ -16,11 +16,11 @@ from typing import Any
 from aiohttp import web
 
 from kraft.local.cluster import free_ports
-from kraft.raft.client import CommittedBatch, RaftClient
 from kraft.raft.config import RaftConfig
-from kraft.raft.file_log_adapter import FileReplicatedLog
-from kraft.raft.quorum_state import QuorumStateFile
 from kraft.raft.state import LeaderAndEpoch
+from kraft.raft_shell.driver import CommittedBatch, RaftClient
+from kraft.raft_shell.file_log_adapter import FileReplicatedLog
+from kraft.raft_shell.quorum_state import QuorumStateFile
 from kraft.server.http_codec import error_middleware
 from kraft.server.raft_routes import build_raft_routes
 from metadata_log.snapshot import SnapshotId

@@ -61,7 +61,6 @@ from kraft.clock import mono_ms, wall_ms
 from kraft.raft.config import RaftConfig
 from kraft.raft.core import NotLeaderError as CoreNotLeaderError
 from kraft.raft.core import RaftCore, ReconfigError
-from kraft.raft.replicated_log import ReplicatedLog
 from kraft.raft.messages import (
     FetchRequest,
     RaftRequest,
@@ -69,9 +68,10 @@ from kraft.raft.messages import (
     VoteRequest,
 )
 from kraft.raft.ready import Outbound, Ready
+from kraft.raft.replicated_log import ReplicatedLog
 from kraft.raft.state import ElectionState, LeaderAndEpoch, Resigned
-from kraft.raft.transport import HttpTransport, TransportError
 from kraft.raft.voters import UNKNOWN_DIRECTORY, Voter, VoterSet
+from kraft.raft_shell.transport import HttpTransport, TransportError
 from metadata_log.batch import HEADER_SIZE, BatchHeader, decode_records, encode_batch, parse_header
 from metadata_log.records import Record
 from metadata_log.snapshot import SnapshotId
@@ -156,7 +156,7 @@ class CommittedBatch:
 
 class ClientLog(ReplicatedLog, Protocol):
     """What RaftClient needs from its log: the core's ReplicatedLog plus the
-    two-phase flush (kraft.raft.file_log_adapter) and where a snapshot lives."""
+    two-phase flush (kraft.raft_shell.file_log_adapter) and where a snapshot lives."""
 
     def prepare_flush(self) -> Any:
         """A job with `run()` (called in a worker thread) and `done`, or None."""
