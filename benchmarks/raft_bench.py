@@ -139,7 +139,8 @@ async def kraft_worker(args: argparse.Namespace) -> None:
     from aiohttp import web
 
     from kraft.raft.config import RaftConfig
-    from kraft.raft_shell.driver import NotLeaderError, RaftClient
+    from kraft.raft.errors import NotLeaderError
+    from kraft.raft_shell.driver import RaftClient
     from kraft.raft_shell.file_log_adapter import FileReplicatedLog
     from kraft.raft_shell.quorum_state import QuorumStateFile
     from kraft.server.http_codec import error_middleware

@@ -45,7 +45,7 @@ from typing import Any
 from kraft.raft import log_positions
 from kraft.raft.config import RaftConfig
 from kraft.raft.describe import describe_quorum
-from kraft.raft.errors import NotLeaderError, ReconfigError, TruncationBelowHighWatermarkError
+from kraft.raft.errors import NotLeaderError, TruncationBelowHighWatermarkError
 from kraft.raft.membership import Membership, as_voter_set
 from kraft.raft.messages import (
     FENCED_LEADER_EPOCH,
@@ -98,14 +98,6 @@ from metadata_log.records import (
     VotersRecord,
 )
 from metadata_log.snapshot import SnapshotId
-
-# Raised by the core's entry points; defined once in kraft.raft.errors.
-__all__ = [
-    "NotLeaderError",
-    "RaftCore",
-    "ReconfigError",
-    "TruncationBelowHighWatermarkError",
-]
 
 
 @dataclass(slots=True)

@@ -59,8 +59,8 @@ from typing import Any, Protocol
 
 from kraft.clock import mono_ms, wall_ms
 from kraft.raft.config import RaftConfig
-from kraft.raft.core import NotLeaderError as CoreNotLeaderError
-from kraft.raft.core import RaftCore, ReconfigError
+from kraft.raft.core import RaftCore
+from kraft.raft.errors import NotLeaderError, ReconfigError
 from kraft.raft.messages import (
     FetchRequest,
     RaftRequest,
@@ -92,15 +92,6 @@ DRIVER_YIELD_AFTER_S = 0.002
 def _expire(fut: asyncio.Future[Any]) -> None:
     if not fut.done():
         fut.set_exception(TimeoutError())
-
-
-class NotLeaderError(Exception):
-    """This node does not lead (a claimed epoch) any more, or never did."""
-
-    def __init__(self, leader_id: int | None, epoch: int) -> None:
-        self.leader_id = leader_id
-        self.epoch = epoch
-        super().__init__(f"not the leader (leader {leader_id}, epoch {epoch})")
 
 
 class RaftFatalError(Exception):
@@ -439,8 +430,6 @@ class RaftClient:
             try:
                 offset: int = await self._call(fn)
                 break
-            except CoreNotLeaderError as e:
-                raise NotLeaderError(e.leader_id, e.epoch) from None
             except ReconfigError as e:
                 if not e.retriable or loop.time() + backoff > deadline:
                     raise
@@ -639,7 +628,7 @@ class RaftClient:
                 fut = item[2]
                 try:
                     result = item[1](core, now)
-                except (ReconfigError, CoreNotLeaderError, ValueError) as e:
+                except (ReconfigError, NotLeaderError, ValueError) as e:
                     if not fut.done():
                         fut.set_exception(e)
                 else:

@@ -41,6 +41,7 @@ from kraft.clock import mono_ms, wall_ms
 from kraft.controller.batching import EncodedBatch, RecordEncoder, pack, to_batches
 from kraft.controller.errors import ApiError
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
+from kraft.raft.errors import NotLeaderError
 from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay, io_turns
 from kraft.server.metrics import ControllerMetrics
 from metadata_log.batch import HEADER_SIZE
@@ -57,10 +58,6 @@ log = logging.getLogger("kraft.controller")
 
 # A command: (controller, now_ms, next_offset) -> its records and reply.
 Generate = Callable[[QuorumController, int, int], ControllerResult]
-
-
-class NotLeaderError(Exception):
-    """The log writer is not (or no longer) the leader."""
 
 
 class MetadataWriter(Protocol):

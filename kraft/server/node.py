@@ -62,13 +62,11 @@ from kraft.controller.topic_policy import TopicLimits
 from kraft.raft.config import RaftConfig
 from kraft.raft.state import LeaderAndEpoch
 from kraft.raft_shell.driver import CommittedBatch, RaftClient
-from kraft.raft_shell.driver import NotLeaderError as RaftNotLeaderError
 from kraft.raft_shell.file_log_adapter import FileReplicatedLog
 from kraft.raft_shell.quorum_state import QuorumStateFile
 from kraft.raft_shell.transport import HttpTransport
 from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay
 from kraft.server.controller_service import ControllerService
-from kraft.server.controller_service import NotLeaderError as ServiceNotLeaderError
 from kraft.server.forked_snapshot import can_fork, fork_writer, wait_child
 from kraft.server.heartbeat_front import HeartbeatFronts
 from kraft.server.http_codec import error_middleware
@@ -271,10 +269,7 @@ class _RaftWriter:
         return self.raft.next_offset()
 
     def append(self, batches: list[EncodedBatch], now_ms: int) -> int:
-        try:
-            return self.raft.append(batches)
-        except RaftNotLeaderError as e:
-            raise ServiceNotLeaderError(str(e)) from None
+        return self.raft.append(batches)  # NotLeaderError (kraft.raft.errors) passes through
 
     def committed_offset(self) -> int:
         return self.raft.delivered_offset - 1

@@ -25,9 +25,10 @@ from kraft.raft.errors import (
     DUPLICATE_VOTER,
     INVALID_VOTER_CHANGE,
     VOTER_NOT_FOUND,
+    NotLeaderError,
     ReconfigError,
 )
-from kraft.raft_shell.driver import NotLeaderError, RaftClient
+from kraft.raft_shell.driver import RaftClient
 from kraft.security.server_security import authorize_admin
 from kraft.server.api_spec import routes_from_spec
 from kraft.server.http_codec import read_body, reply

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from kraft.raft.config import RaftConfig
-from kraft.raft.core import NotLeaderError
+from kraft.raft.errors import NotLeaderError
 from kraft.raft.memory_log import MemoryLog
 from kraft.raft.messages import (
     FENCED_LEADER_EPOCH,
@@ -204,7 +204,7 @@ def test_follower_high_watermark_is_bounded_by_its_log_and_never_goes_back():
 
 
 def test_follower_refuses_truncation_below_its_high_watermark():
-    from kraft.raft.core import TruncationBelowHighWatermarkError
+    from kraft.raft.errors import TruncationBelowHighWatermarkError
 
     log = MemoryLog()
     core = follower(log)

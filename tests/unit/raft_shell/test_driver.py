@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from kraft.raft.errors import NotLeaderError
 from kraft.raft.messages import (
     NONE,
     BeginQuorumEpochRequest,
@@ -17,7 +18,7 @@ from kraft.raft.messages import (
     VoteResponse,
 )
 from kraft.raft.state import ElectionState
-from kraft.raft_shell.driver import NotLeaderError, RaftClient
+from kraft.raft_shell.driver import RaftClient
 from kraft.raft_shell.file_log_adapter import FileReplicatedLog, FlushJob
 from kraft.raft_shell.transport import TransportError
 from metadata_log.records import NoOpRecord
