@@ -54,6 +54,7 @@ import logging
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -176,8 +177,46 @@ class RaftListener(Protocol):
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None: ...
 
 
-# Items of the driver's inbox.
-_REQ, _RESP, _FAIL, _RESIGN, _CALL = 0, 1, 2, 3, 4
+# Items of the driver's inbox: work for the one task that owns the core.
+
+
+@dataclass(frozen=True, slots=True)
+class InboundRequest:
+    """An RPC from a peer; `reply` resolves with the core's response."""
+
+    request: RaftRequest
+    reply: asyncio.Future[RaftResponse]
+
+
+@dataclass(frozen=True, slots=True)
+class PeerResponse:
+    """The answer to one of our requests (`correlation` is the core's)."""
+
+    correlation: int
+    response: RaftResponse
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """One of our requests got no answer (refused, timed out, HTTP error)."""
+
+    correlation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resign:
+    """Give up leadership (graceful shutdown)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoreCall:
+    """Run fn(core, now) in the driver task; `result` resolves with its value."""
+
+    fn: Callable[[RaftCore, int], Any]
+    result: asyncio.Future[Any]
+
+
+InboxItem = InboundRequest | PeerResponse | RequestFailed | Resign | CoreCall
 
 
 def _payload_of(entry: Any) -> tuple[bytes, int]:
@@ -236,7 +275,7 @@ class RaftClient:
         self._rng = rng or random.Random()
         self.core: RaftCore | None = None
         self.listener: RaftListener | None = None
-        self._inbox: deque[tuple[Any, ...]] = deque()
+        self._inbox: deque[InboxItem] = deque()
         self._wake = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
@@ -338,7 +377,7 @@ class RaftClient:
             and core.is_leader
             and len(core.voters) > 1
         ):
-            self._push((_RESIGN,))
+            self._push(Resign())
             # the loop's clock, as asyncio's own timeouts: monotonic on a real loop,
             # virtual in the simulator (a fake `clock` may never move while we sleep)
             loop = asyncio.get_running_loop()
@@ -416,7 +455,7 @@ class RaftClient:
         if self._task is None or self._task.done():
             raise RaftFatalError("the Raft client is not running")
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._push((_CALL, fn, fut))
+        self._push(CoreCall(fn, fut))
         return await fut
 
     async def _change_voters(self, fn: Callable[[RaftCore, int], int], timeout_s: float) -> int:
@@ -520,7 +559,7 @@ class RaftClient:
         if self._task is None or self._task.done():
             raise RaftFatalError("the Raft client is not running")
         fut: asyncio.Future[RaftResponse] = asyncio.get_running_loop().create_future()
-        self._push((_REQ, request, fut))
+        self._push(InboundRequest(request, fut))
         if isinstance(request, FetchRequest):
             timeout = (
                 min(request.max_wait_ms, self.config.fetch_max_wait_ms)
@@ -549,7 +588,7 @@ class RaftClient:
 
     # ================================================================ the driver
 
-    def _push(self, item: tuple[Any, ...]) -> None:
+    def _push(self, item: InboxItem) -> None:
         self._inbox.append(item)
         self._wake.set()
 
@@ -611,29 +650,27 @@ class RaftClient:
             self._propose(now)
         inbox = self._inbox
         while inbox:
-            item = inbox.popleft()
-            kind = item[0]
-            if kind == _REQ:
-                corr = self._next_inbound
-                self._next_inbound += 1
-                self._inbound[corr] = item[2]
-                core.handle_request(item[1], now, corr)
-            elif kind == _RESP:
-                core.handle_response(item[1], item[2], now)
-            elif kind == _FAIL:
-                core.request_failed(item[1], now)
-            elif kind == _RESIGN:
-                core.resign(now)
-            elif kind == _CALL:
-                fut = item[2]
-                try:
-                    result = item[1](core, now)
-                except (ReconfigError, NotLeaderError, ValueError) as e:
-                    if not fut.done():
-                        fut.set_exception(e)
-                else:
-                    if not fut.done():
-                        fut.set_result(result)
+            match inbox.popleft():
+                case InboundRequest(request, reply):
+                    corr = self._next_inbound
+                    self._next_inbound += 1
+                    self._inbound[corr] = reply
+                    core.handle_request(request, now, corr)
+                case PeerResponse(correlation, response):
+                    core.handle_response(correlation, response, now)
+                case RequestFailed(correlation):
+                    core.request_failed(correlation, now)
+                case Resign():
+                    core.resign(now)
+                case CoreCall(fn, fut):
+                    try:
+                        result = fn(core, now)
+                    except (ReconfigError, NotLeaderError, ValueError) as e:
+                        if not fut.done():
+                            fut.set_exception(e)
+                    else:
+                        if not fut.done():
+                            fut.set_result(result)
         job = self._flush_job
         if job is not None and job.done:
             self._flush_job = None
@@ -742,9 +779,9 @@ class RaftClient:
             resp = await self.transport.send(out.destination, req, timeout_ms / 1000)
         except TransportError as e:
             log.debug("raft request to %s failed: %s", out.destination, e)
-            self._push((_FAIL, out.correlation))
+            self._push(RequestFailed(out.correlation))
             return
-        self._push((_RESP, out.correlation, resp))
+        self._push(PeerResponse(out.correlation, resp))
 
     # ----------------------------------------------------------------- flushing
 
