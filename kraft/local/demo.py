@@ -109,7 +109,31 @@ def show_security(cluster: LocalCluster, broker_ids: list[int]) -> None:
 def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
     if data_dir.exists() and not keep:
         shutil.rmtree(data_dir)
-    spec = ClusterSpec(
+    spec = demo_spec(data_dir, secure)
+    cluster = LocalCluster(spec)
+    topics = ["orders", "payments"]
+    broker_ids = [b.node_id for b in cluster.brokers]
+    try:
+        start_cluster(cluster, broker_ids, secure)
+        create_topics(cluster, topics)
+        victim, fencer = kill_a_broker(cluster, topics, broker_ids)
+        fenced_by_killed = fail_over_the_controller(cluster, victim, fencer)
+        restart_the_broker(cluster, victim)
+        preferred_leaders_return(cluster, topics, victim)
+        reassign_payments(cluster, broker_ids, spec.certs_dir)
+        shut_down_a_broker(cluster, topics, [b for b in broker_ids if b != victim])
+        show_metrics_and_quorum(cluster, fencer, fenced_by_killed)
+    finally:
+        t0 = step(8, "stop the cluster")
+        codes = cluster.stop_all()
+        say("   " + ", ".join(f"{k}={v}" for k, v in sorted(codes.items())) + f" ({took(t0)})")
+    return replay_history(data_dir)
+
+
+def demo_spec(data_dir: Path, secure: bool) -> ClusterSpec:
+    """3 controllers and 4 lagging broker agents with short sessions and a 5 s
+    balancer, so that every step happens within seconds."""
+    return ClusterSpec(
         controllers=3,
         brokers=4,
         data_dir=data_dir,
@@ -124,151 +148,179 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
         broker_args=["--simulate-lag"],
         certs_dir=(data_dir / "certs").resolve() if secure else None,
     )
-    cluster = LocalCluster(spec)
-    topics = ["orders", "payments"]
-    broker_ids = [b.node_id for b in cluster.brokers]
-    try:
-        t0 = step(1, "start 3 controllers and 4 broker agents")
-        if secure:
-            say(
-                f"   secure: TLS (https) and authentication on; CA, certificates and tokens "
-                f"in {spec.certs_dir} (kraft certs); the demo acts as principal 'admin'"
-            )
-        cluster.start_all()
-        for n in cluster.controllers:
-            say(f"   controller {n.node_id}  {n.url}  pid {n.pid}")
-        q = cluster.wait_leader(20)
-        say(f"   controller {q['node_id']} leads epoch {q['leader_epoch']} ({took(t0)})")
-        wait_for(lambda: all_unfenced(cluster, broker_ids), 30, "every broker unfenced")
-        say(f"   brokers {broker_ids} registered and unfenced ({took(t0)})")
-        if secure:
-            show_security(cluster, broker_ids)
 
-        t0 = step(2, "create topics orders (6 partitions) and payments (3), replication factor 3")
-        cluster.active_call(
-            "POST", "/v1/topics", {"name": "orders", "partitions": 6, "replication_factor": 3}
-        )
-        cluster.active_call(
-            "POST", "/v1/topics", {"name": "payments", "partitions": 3, "replication_factor": 3}
-        )
-        print_partitions(cluster, topics)
 
-        victim = max(
-            broker_ids,
-            key=lambda b: sum(p["leader"] == b for t in topics for p in leaders_of(cluster, t)),
-        )
-        t0 = step(3, f"kill -9 broker {victim} (it leads the most partitions)")
-        before_fence = cluster.wait_leader()
-        cluster.kill9(victim)
-        wait_for(
-            lambda: (broker_state(cluster, victim) or {}).get("fenced"),
-            SESSION_MS / 1000 + 10,
-            f"broker {victim} fenced",
-        )
-        say(f"   broker {victim} fenced after {took(t0)} (session timeout {SESSION_MS} ms)")
-        leading = [p for t in topics for p in leaders_of(cluster, t) if p["leader"] == victim]
-        claim(not leading, f"partitions still led by the fenced broker {victim}: {leading}")
-        say(f"   partitions still led by {victim}: {len(leading)}")
-        after_fence = cluster.wait_leader()
-        # the fence's writer is known if one leader held the same epoch throughout
-        same = (before_fence["node_id"], before_fence["leader_epoch"]) == (
-            after_fence["node_id"],
-            after_fence["leader_epoch"],
-        )
-        fencer = before_fence["node_id"] if same else None
-        print_partitions(cluster, topics)
-
-        active = cluster.wait_leader()
-        fenced_by_killed = active["node_id"] == fencer
-        t0 = step(4, f"kill -9 the active controller {active['node_id']}")
-        cluster.kill9(active["node_id"])
-        q = wait_for(
-            lambda: (lambda x: x if x and x["node_id"] != active["node_id"] else None)(
-                cluster.leader()
-            ),
-            20,
-            "a new active controller",
-        )
-        say(f"   controller {q['node_id']} leads epoch {q['leader_epoch']} ({took(t0)})")
-        cluster.start(active["node_id"])
-        wait_for(
-            lambda: (cluster.quorum(active["node_id"]) or {}).get("state") == "follower",
-            20,
-            f"controller {active['node_id']} rejoining as a follower",
-        )
-        say(f"   controller {active['node_id']} restarted and follows ({took(t0)})")
-        fenced = [b for b, v in cluster.brokers_view().items() if v["fenced"]]
-        claim(fenced == [victim], f"fenced after the failover: {fenced}, expected only {victim}")
-        say(f"   fenced brokers after the failover: {fenced} (only the killed one)")
-
-        before = broker_state(cluster, victim) or {}
-        t0 = step(5, f"restart broker {victim}")
-        cluster.start(victim)
-        wait_for(
-            lambda: (lambda b: b and not b["fenced"])(broker_state(cluster, victim)),
-            30,
-            f"broker {victim} unfenced",
-        )
-        after = broker_state(cluster, victim) or {}
-        claim(
-            after.get("broker_epoch", -1) > before.get("broker_epoch", -1)
-            and after.get("incarnation_id") != before.get("incarnation_id"),
-            f"broker {victim} restarted without a new broker epoch and incarnation: "
-            f"{before} -> {after}",
-        )
+def start_cluster(cluster: LocalCluster, broker_ids: list[int], secure: bool) -> None:
+    """Step 1: every process up, a leader elected, every broker unfenced."""
+    t0 = step(1, "start 3 controllers and 4 broker agents")
+    if secure:
         say(
-            f"   broker {victim} unfenced ({took(t0)}): epoch {before.get('broker_epoch')} -> "
-            f"{after.get('broker_epoch')}, incarnation {after.get('incarnation_id')}"
+            f"   secure: TLS (https) and authentication on; CA, certificates and tokens "
+            f"in {cluster.spec.certs_dir} (kraft certs); the demo acts as principal 'admin'"
         )
-        preferred_leaders_return(cluster, topics, victim)
-        reassign_payments(cluster, broker_ids, spec.certs_dir)
+    cluster.start_all()
+    for n in cluster.controllers:
+        say(f"   controller {n.node_id}  {n.url}  pid {n.pid}")
+    q = cluster.wait_leader(20)
+    say(f"   controller {q['node_id']} leads epoch {q['leader_epoch']} ({took(t0)})")
+    wait_for(lambda: all_unfenced(cluster, broker_ids), 30, "every broker unfenced")
+    say(f"   brokers {broker_ids} registered and unfenced ({took(t0)})")
+    if secure:
+        show_security(cluster, broker_ids)
 
-        leavers = [b for b in broker_ids if b != victim]
-        leaver = max(
-            leavers,
-            key=lambda b: sum(p["leader"] == b for t in topics for p in leaders_of(cluster, t)),
-        )
-        t0 = step(7, f"controlled shutdown of broker {leaver} (SIGTERM)")
-        code = cluster.terminate(leaver, timeout=40)
-        claim(code == 0, f"broker {leaver} exited with code {code} after its controlled shutdown")
-        still = [p for t in topics for p in leaders_of(cluster, t) if p["leader"] == leaver]
-        say(
-            f"   broker {leaver} exited with code {code} ({took(t0)}); partitions it leads: {len(still)}"
-        )
-        print_partitions(cluster, topics)
 
-        q = cluster.wait_leader()
-        url = cluster.nodes[q["node_id"]].url
+def create_topics(cluster: LocalCluster, topics: list[str]) -> None:
+    """Step 2: orders and payments, replication factor 3."""
+    step(2, "create topics orders (6 partitions) and payments (3), replication factor 3")
+    cluster.active_call(
+        "POST", "/v1/topics", {"name": "orders", "partitions": 6, "replication_factor": 3}
+    )
+    cluster.active_call(
+        "POST", "/v1/topics", {"name": "payments", "partitions": 3, "replication_factor": 3}
+    )
+    print_partitions(cluster, topics)
 
-        say(f"\n   curl {url}/metrics  (the active controller; Kafka's metric names):")
-        for line in _get_text(f"{url}/metrics", cluster).splitlines():
-            if _shown_metric(line):
-                say(f"     {line}")
-        written_by = (
-            "the controller killed in step 4"
-            if fenced_by_killed
-            else "the controller active then"
-            if fencer is None
-            else f"controller {fencer}, active then"
-        )
-        say(
-            "   (counters such as brokerfences_total count what this controller process "
-            f"wrote since it started: the fence of step 3 was written by {written_by})"
-        )
-        say("\n   kraft quorum describe --replication:")
-        describe = [
-            sys.executable, "-m", "kraft.cli", "quorum", "describe",
-            "--bootstrap", url, "--replication",
-        ]  # fmt: skip
-        if spec.certs_dir is not None:
-            describe += ["--command-config", str(spec.certs_dir / "admin.properties")]
-        subprocess.run(describe, check=False, timeout=30)
-        say(f"\n   web console (live, while the cluster runs): {url}/ui")
-    finally:
-        t0 = step(8, "stop the cluster")
-        codes = cluster.stop_all()
-        say("   " + ", ".join(f"{k}={v}" for k, v in sorted(codes.items())) + f" ({took(t0)})")
 
+def most_leaderships(cluster: LocalCluster, topics: list[str], brokers: list[int]) -> int:
+    """The broker of `brokers` that leads the most partitions of `topics`."""
+    return max(
+        brokers,
+        key=lambda b: sum(p["leader"] == b for t in topics for p in leaders_of(cluster, t)),
+    )
+
+
+def kill_a_broker(
+    cluster: LocalCluster, topics: list[str], broker_ids: list[int]
+) -> tuple[int, int | None]:
+    """Step 3: kill -9 the broker leading the most partitions; it is fenced one
+    session later and leads nothing. Returns it and the controller that wrote the
+    fence (None if leadership changed meanwhile)."""
+    victim = most_leaderships(cluster, topics, broker_ids)
+    t0 = step(3, f"kill -9 broker {victim} (it leads the most partitions)")
+    before_fence = cluster.wait_leader()
+    cluster.kill9(victim)
+    wait_for(
+        lambda: (broker_state(cluster, victim) or {}).get("fenced"),
+        SESSION_MS / 1000 + 10,
+        f"broker {victim} fenced",
+    )
+    say(f"   broker {victim} fenced after {took(t0)} (session timeout {SESSION_MS} ms)")
+    leading = [p for t in topics for p in leaders_of(cluster, t) if p["leader"] == victim]
+    claim(not leading, f"partitions still led by the fenced broker {victim}: {leading}")
+    say(f"   partitions still led by {victim}: {len(leading)}")
+    after_fence = cluster.wait_leader()
+    # the fence's writer is known if one leader held the same epoch throughout
+    same = (before_fence["node_id"], before_fence["leader_epoch"]) == (
+        after_fence["node_id"],
+        after_fence["leader_epoch"],
+    )
+    print_partitions(cluster, topics)
+    return victim, before_fence["node_id"] if same else None
+
+
+def fail_over_the_controller(cluster: LocalCluster, victim: int, fencer: int | None) -> bool:
+    """Step 4: kill -9 the active controller; another is elected, nothing more is
+    fenced, and the killed one rejoins as a follower. True if it wrote step 3's fence."""
+    active = cluster.wait_leader()
+    fenced_by_killed = active["node_id"] == fencer
+    t0 = step(4, f"kill -9 the active controller {active['node_id']}")
+    cluster.kill9(active["node_id"])
+    q = wait_for(
+        lambda: (lambda x: x if x and x["node_id"] != active["node_id"] else None)(
+            cluster.leader()
+        ),
+        20,
+        "a new active controller",
+    )
+    say(f"   controller {q['node_id']} leads epoch {q['leader_epoch']} ({took(t0)})")
+    cluster.start(active["node_id"])
+    wait_for(
+        lambda: (cluster.quorum(active["node_id"]) or {}).get("state") == "follower",
+        20,
+        f"controller {active['node_id']} rejoining as a follower",
+    )
+    say(f"   controller {active['node_id']} restarted and follows ({took(t0)})")
+    fenced = [b for b, v in cluster.brokers_view().items() if v["fenced"]]
+    claim(fenced == [victim], f"fenced after the failover: {fenced}, expected only {victim}")
+    say(f"   fenced brokers after the failover: {fenced} (only the killed one)")
+    return fenced_by_killed
+
+
+def restart_the_broker(cluster: LocalCluster, victim: int) -> None:
+    """Step 5's start: the killed broker comes back with a new broker epoch and
+    incarnation and is unfenced."""
+    before = broker_state(cluster, victim) or {}
+    t0 = step(5, f"restart broker {victim}")
+    cluster.start(victim)
+    wait_for(
+        lambda: (lambda b: b and not b["fenced"])(broker_state(cluster, victim)),
+        30,
+        f"broker {victim} unfenced",
+    )
+    after = broker_state(cluster, victim) or {}
+    claim(
+        after.get("broker_epoch", -1) > before.get("broker_epoch", -1)
+        and after.get("incarnation_id") != before.get("incarnation_id"),
+        f"broker {victim} restarted without a new broker epoch and incarnation: "
+        f"{before} -> {after}",
+    )
+    say(
+        f"   broker {victim} unfenced ({took(t0)}): epoch {before.get('broker_epoch')} -> "
+        f"{after.get('broker_epoch')}, incarnation {after.get('incarnation_id')}"
+    )
+
+
+def shut_down_a_broker(cluster: LocalCluster, topics: list[str], leavers: list[int]) -> None:
+    """Step 7: SIGTERM to the broker of `leavers` leading the most partitions: a
+    controlled shutdown that moves its leaderships away, then exit 0."""
+    leaver = most_leaderships(cluster, topics, leavers)
+    t0 = step(7, f"controlled shutdown of broker {leaver} (SIGTERM)")
+    code = cluster.terminate(leaver, timeout=40)
+    claim(code == 0, f"broker {leaver} exited with code {code} after its controlled shutdown")
+    still = [p for t in topics for p in leaders_of(cluster, t) if p["leader"] == leaver]
+    say(
+        f"   broker {leaver} exited with code {code} ({took(t0)}); partitions it leads: {len(still)}"
+    )
+    print_partitions(cluster, topics)
+
+
+def show_metrics_and_quorum(
+    cluster: LocalCluster, fencer: int | None, fenced_by_killed: bool
+) -> None:
+    """Step 7's end: the active controller's metrics, `kraft quorum describe`, and
+    the web console's address."""
+    q = cluster.wait_leader()
+    url = cluster.nodes[q["node_id"]].url
+
+    say(f"\n   curl {url}/metrics  (the active controller; Kafka's metric names):")
+    for line in _get_text(f"{url}/metrics", cluster).splitlines():
+        if _shown_metric(line):
+            say(f"     {line}")
+    written_by = (
+        "the controller killed in step 4"
+        if fenced_by_killed
+        else "the controller active then"
+        if fencer is None
+        else f"controller {fencer}, active then"
+    )
+    say(
+        "   (counters such as brokerfences_total count what this controller process "
+        f"wrote since it started: the fence of step 3 was written by {written_by})"
+    )
+    say("\n   kraft quorum describe --replication:")
+    describe = [
+        sys.executable, "-m", "kraft.cli", "quorum", "describe",
+        "--bootstrap", url, "--replication",
+    ]  # fmt: skip
+    certs_dir = cluster.spec.certs_dir
+    if certs_dir is not None:
+        describe += ["--command-config", str(certs_dir / "admin.properties")]
+    subprocess.run(describe, check=False, timeout=30)
+    say(f"\n   web console (live, while the cluster runs): {url}/ui")
+
+
+def replay_history(data_dir: Path) -> int:
+    """Step 9: spark-replay over controller 1's log, its summary, and the what-if line."""
     t0 = step(9, "spark-replay rebuilds the history from controller 1's log")
     out = data_dir / "replay"
     cmd = [
