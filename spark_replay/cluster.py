@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kraft.cluster import free_ports
+from kraft.local.cluster import free_ports
 
 START_TIMEOUT_S = 90.0
 STOP_GRACE_S = 10.0

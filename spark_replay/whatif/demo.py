@@ -1,4 +1,4 @@
-"""The one-line what-if at the end of `make demo` (kraft/demo.py step 9).
+"""The one-line what-if at the end of `make demo` (kraft/local/demo.py step 9).
 
 Runs `spark-replay what-if` on the demo controller's log with unclean election
 on (a child process, as the demo runs spark-replay), into the replay's OUT, so
