@@ -36,16 +36,16 @@ kraft.raft.errors; reading positions off the log in kraft.raft.log_positions.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kraft.raft import log_positions
+from kraft.raft import log_positions, transitions
 from kraft.raft.config import RaftConfig
 from kraft.raft.describe import describe_quorum
 from kraft.raft.errors import NotLeaderError, TruncationBelowHighWatermarkError
+from kraft.raft.leader_progress import preferred_successors, update_replica
 from kraft.raft.membership import Membership, as_voter_set
 from kraft.raft.messages import (
     FENCED_LEADER_EPOCH,
@@ -85,15 +85,12 @@ from kraft.raft.state import (
     LeaderAndEpoch,
     Prospective,
     QuorumState,
-    ReplicaState,
     Resigned,
     Unattached,
 )
 from kraft.raft.voters import UNKNOWN_DIRECTORY, Voter, VoterSet
 from metadata_log.batch import HEADER_SIZE, encode_batch, encode_payload, iter_headers
 from metadata_log.records import (
-    KRaftVersionRecord,
-    LeaderChangeMessage,
     Record,
     VotersRecord,
 )
@@ -186,7 +183,7 @@ class RaftCore:
         self._reported_leader: LeaderAndEpoch | None = None
         self._membership.load(log)
         self._voters_changed()
-        self.state: QuorumState = self._initial_state(election_state)
+        self.state: QuorumState = transitions.initial_state(self, election_state)
         self._after()
 
     # ================================================================ properties
@@ -350,38 +347,6 @@ class RaftCore:
 
     # ============================================================== transitions
 
-    def _initial_state(self, es: ElectionState) -> QuorumState:
-        log_epoch = self.log.latest_epoch
-        if log_epoch > es.leader_epoch:
-            # The log holds an epoch the quorum-state file never recorded (the file
-            # was lost or restored from an older copy). As Kafka's
-            # QuorumState.initialize does, start Unattached in the log's epoch with
-            # no vote, and write that down: the epoch must never go back.
-            self._persist(ElectionState(log_epoch, None, None))
-            deadline = self._election_timeout() if self._can_campaign() else None
-            if self.is_voter and self.voters == {self.node_id}:
-                deadline = self._now
-            return Unattached(log_epoch, None, deadline)
-        epoch = es.leader_epoch
-        if not self._can_campaign():
-            if es.leader_id is not None and es.leader_id != self.node_id:
-                return Follower(epoch, es.leader_id, None, self._now + self.config.fetch_timeout_ms)
-            return Unattached(epoch, None, None)
-        if es.leader_id == self.node_id:
-            # A restarted leader does not know what it committed: it resigns its
-            # epoch (refusing votes in it) and lets the others elect.
-            others = self.voters - {self.node_id}
-            deadline = self._now if not others else self._election_timeout()
-            return Resigned(epoch, deadline, (), unacked=set(others))
-        if es.leader_id is not None:
-            return Follower(
-                epoch, es.leader_id, es.voted_id, self._now + self.config.fetch_timeout_ms
-            )
-        # Voted for itself before a crash: it stays out of this epoch (its vote is
-        # spent) and campaigns again in a later one after the election timeout.
-        deadline = self._now if self.voters == {self.node_id} else self._election_timeout()
-        return Unattached(epoch, es.voted_id, deadline)
-
     def _persist(self, es: ElectionState) -> None:
         if es != self._election:
             if es.leader_epoch < self._election.leader_epoch:
@@ -400,107 +365,6 @@ class RaftCore:
             # epoch (FENCED_LEADER_EPOCH) or that we no longer lead.
             for parked in self._purgatory.complete_all():
                 self._responses.append((parked.correlation, self._fetch_error(parked.request)))
-
-    def _become_unattached(self, epoch: int, voted_id: int | None = None) -> None:
-        deadline = self._election_timeout() if self._can_campaign() else None
-        self._persist(ElectionState(epoch, None, voted_id))
-        self._set_state(Unattached(epoch, voted_id, deadline))
-
-    def _become_follower(self, epoch: int, leader_id: int) -> None:
-        voted = self._election.voted_id if self._election.leader_epoch == epoch else None
-        self._persist(ElectionState(epoch, leader_id, voted))
-        self._set_state(Follower(epoch, leader_id, voted, self._now + self.config.fetch_timeout_ms))
-
-    def _become_prospective(self) -> None:
-        s = self.state
-        leader = s.leader_id if isinstance(s, Follower) else None
-        voted = self._election.voted_id if self._election.leader_epoch == s.epoch else None
-        p = Prospective(s.epoch, leader, voted, self._election_timeout())
-        self._set_state(p)
-        p.granted.add(self.node_id)
-        if len(p.granted & self.voters) >= self._majority():
-            self._become_candidate()
-            return
-        self._send_votes()
-
-    def _become_candidate(self) -> None:
-        epoch = self.epoch + 1
-        self._persist(ElectionState(epoch, None, self.node_id))
-        c = Candidate(epoch, self._election_timeout())
-        self._set_state(c)
-        c.granted.add(self.node_id)
-        if len(c.granted & self.voters) >= self._majority():
-            self._become_leader()
-            return
-        self._send_votes()
-
-    def _send_votes(self) -> None:
-        """(Pre-)vote requests to every voter that has not answered and has none in
-        flight. A failed request is retried after the backoff (the peer may just be
-        starting), so one lost message does not cost a whole election timeout."""
-        s = self.state
-        assert isinstance(s, Prospective | Candidate)
-        pre_vote = isinstance(s, Prospective)
-        req = VoteRequest(
-            self.cluster_id,
-            self.node_id,
-            s.epoch + 1 if pre_vote else s.epoch,
-            self._last_epoch(),
-            self.log.end_offset,
-            pre_vote=pre_vote,
-        )
-        busy = {inf.destination for inf in self._inflight.values() if inf.state is s}
-        for v in sorted(self.voters - {self.node_id}):
-            if v in s.granted or v in s.rejected or v in busy:
-                continue
-            if self._now < s.next_send_ms.get(v, 0):
-                continue
-            # Never later than the election deadline, when the state is replaced.
-            s.next_send_ms[v] = s.election_deadline_ms
-            voter = self.voter_set.get(v)
-            d = voter.directory_id if voter is not None else UNKNOWN_DIRECTORY
-            out = dataclasses.replace(req, voter_directory_id=d) if d else req
-            self._send(v, out, self._now + self.config.election_timeout_ms)
-
-    def _become_leader(self) -> None:
-        s = self.state
-        assert isinstance(s, Candidate)
-        epoch = s.epoch
-        self._persist(ElectionState(epoch, self.node_id, self.node_id))
-        others = self.voters - {self.node_id}
-        leader = Leader(
-            epoch,
-            self.log.end_offset,
-            {v: ReplicaState(v) for v in sorted(self.voters)},
-            {},
-            self._now + self.config.check_quorum_timeout_ms,
-            unacked=set(others),
-            granting_voters=tuple(sorted(s.granted)),
-        )
-        self._set_state(leader)
-        # The first batch of every epoch: the HW can only advance once an offset
-        # of this epoch (this one) is on a majority (Raft's commit rule).
-        records: list[Record] = [
-            LeaderChangeMessage(self.node_id, tuple(sorted(self.voters)), leader.granting_voters)
-        ]
-        base = self.log.end_offset
-        # KIP-853: the first leader writes the bootstrap voter set into the log.
-        bootstrap = self._membership.bootstrap_to_write()
-        if bootstrap is not None:
-            records += [KRaftVersionRecord(1), bootstrap.to_record()]
-        batch = encode_batch(base, epoch, self._now + self.wall_offset_ms, records, control=True)
-        self.log.append(batch)
-        if bootstrap is not None:
-            self._membership.history.add(base + 2, bootstrap)
-            self._voters_changed()
-        self._send_begin_quorum(leader)
-        self._maybe_advance_hw()
-
-    def _become_resigned(self, successors: tuple[int, ...]) -> None:
-        others = set(self.voters - {self.node_id})
-        r = Resigned(self.epoch, self._election_timeout(), successors, unacked=others)
-        self._set_state(r)
-        self._send_end_quorum(r)
 
     # ================================================================== helpers
 
@@ -534,9 +398,9 @@ class RaftCore:
         """
         if epoch > self.epoch:
             if leader_id != NO_LEADER and leader_id != self.node_id:
-                self._become_follower(epoch, leader_id)
+                transitions.become_follower(self, epoch, leader_id)
             else:
-                self._become_unattached(epoch)
+                transitions.become_unattached(self, epoch)
             return True
         s = self.state
         if (
@@ -551,7 +415,7 @@ class RaftCore:
                 # would stop the election that replaces a dead leader; the
                 # election timeout takes us back to it if it is alive.
                 return False
-            self._become_follower(epoch, leader_id)
+            transitions.become_follower(self, epoch, leader_id)
             return True
         return False
 
@@ -632,7 +496,7 @@ class RaftCore:
                 # as etcd's leader does when a node answers with a higher term.
                 # A node merely partitioned away never gets here: without a
                 # majority of pre-votes its epoch does not move.
-                self._become_unattached(req.candidate_epoch - 1)
+                transitions.become_unattached(self, req.candidate_epoch - 1)
             return False
         if (
             isinstance(s, Follower)
@@ -661,7 +525,7 @@ class RaftCore:
         if req.candidate_epoch < self.epoch:
             return False
         if req.candidate_epoch > self.epoch:
-            self._become_unattached(req.candidate_epoch)
+            transitions.become_unattached(self, req.candidate_epoch)
         s = self.state
         if isinstance(s, Unattached | Prospective):
             voted = s.voted_id
@@ -697,11 +561,11 @@ class RaftCore:
                 return
             (s.granted if resp.vote_granted else s.rejected).add(inf.destination)
             if len(s.granted & self.voters) >= self._majority():
-                self._become_candidate()
+                transitions.become_candidate(self)
         elif isinstance(s, Candidate) and not resp.pre_vote and resp.leader_epoch == s.epoch:
             (s.granted if resp.vote_granted else s.rejected).add(inf.destination)
             if len(s.granted & self.voters) >= self._majority():
-                self._become_leader()
+                transitions.become_leader(self)
 
     # --------------------------------------------------------- BeginQuorumEpoch
 
@@ -715,7 +579,7 @@ class RaftCore:
         else:
             s = self.state
             if not (isinstance(s, Follower) and s.epoch == req.leader_epoch):
-                self._become_follower(req.leader_epoch, req.leader_id)
+                transitions.become_follower(self, req.leader_epoch, req.leader_id)
             else:
                 s.fetch_deadline_ms = self._now + self.config.fetch_timeout_ms
             f = self.state
@@ -741,7 +605,7 @@ class RaftCore:
             )
             return
         if req.leader_epoch > self.epoch and req.leader_id != self.node_id:
-            self._become_follower(req.leader_epoch, req.leader_id)
+            transitions.become_follower(self, req.leader_epoch, req.leader_id)
         s = self.state
         if isinstance(s, Follower) and s.leader_id == req.leader_id and self._can_campaign():
             s.leader_resigned = True
@@ -806,7 +670,15 @@ class RaftCore:
                 return
             else:
                 diverging = DivergingEpoch(epoch, max(end, 0))
-        replica = self._update_replica(s, req, None if diverging else req.fetch_offset)
+        replica = update_replica(
+            s,
+            self._membership,
+            req,
+            None if diverging else req.fetch_offset,
+            self._now,
+            self.log.end_offset,
+            self.config.check_quorum_timeout_ms,
+        )
         if diverging is not None:
             self._respond(
                 correlation,
@@ -858,44 +730,6 @@ class RaftCore:
         return FetchResponse(
             NONE, self.node_id, s.epoch, self.high_watermark, log.start_offset, records
         )
-
-    def _update_replica(
-        self, s: Leader, req: FetchRequest, end_offset: int | None
-    ) -> ReplicaState | None:
-        rid = req.replica_id
-        if rid == self.node_id:
-            return None
-        # Only the leader's current voters count toward the high watermark, by
-        # voter key (KIP-853): the same id with another directory id (a wiped
-        # disk) is an observer. A voter whose directory id is not known yet (a
-        # static bootstrap) counts when it says it is a voter.
-        voter = self.voter_set.get(rid)
-        if voter is None:
-            counts = False
-        elif voter.directory_id:
-            counts = voter.directory_id == req.replica_directory_id
-        else:
-            counts = req.replica_is_voter
-        table = s.voter_states if counts else s.observer_states
-        replica = table.get(rid)
-        if replica is None or (counts and replica.directory_id != req.replica_directory_id):
-            replica = table[rid] = ReplicaState(rid, directory_id=req.replica_directory_id)
-        elif replica.directory_id != req.replica_directory_id:
-            # Another incarnation of this id (a wiped disk): its progress starts over.
-            replica = table[rid] = ReplicaState(rid, directory_id=req.replica_directory_id)
-        replica.last_fetch_ms = self._now
-        if end_offset is not None:
-            replica.end_offset = end_offset
-            if end_offset >= self.log.end_offset:
-                replica.last_caught_up_ms = self._now
-        if counts:
-            s.unacked.discard(rid)  # a fetch acknowledges BeginQuorumEpoch
-            s.fetched_since_check.add(rid)
-            me = {self.node_id} if self.is_voter else set()
-            if len(s.fetched_since_check | me) >= self._majority():
-                s.check_quorum_deadline_ms = self._now + self.config.check_quorum_timeout_ms
-                s.fetched_since_check.clear()
-        return replica
 
     def _maybe_advance_hw(self) -> bool:
         """The leader's HW: the largest offset on a majority of voters, counting its
@@ -1151,15 +985,8 @@ class RaftCore:
         self._now = max(self._now, now_ms)
         s = self.state
         if isinstance(s, Leader):
-            self._become_resigned(self._successors(s))
+            transitions.become_resigned(self, preferred_successors(s, self.node_id))
         self._after()
-
-    def _successors(self, s: Leader) -> tuple[int, ...]:
-        """The voters ordered by how far they have fetched (EndQuorumEpoch's preferred
-        successors)."""
-        others = [r for v, r in s.voter_states.items() if v != self.node_id]
-        others.sort(key=lambda r: (-r.end_offset, -r.last_fetch_ms, r.node_id))
-        return tuple(r.node_id for r in others)
 
     def snapshot_id_at(self, end_offset: int) -> SnapshotId:
         """The id for a snapshot of the state machine up to `end_offset` (exclusive);
@@ -1195,82 +1022,15 @@ class RaftCore:
     def next_wake_ms(self) -> int:
         """When tick() must be called next (at the latest)."""
         s = self.state
-        role = role_of(s)
         times: list[int] = [inf.deadline_ms for inf in self._inflight.values()]
-        times.extend(role.deadlines(self, s))
-        if (
-            self._fetch_correlation is None
-            and role.wants_fetch(self, s)
-            and self.log.flushed_offset >= self.log.end_offset
-        ):
-            # (While the log waits for its flush, on_flushed sends the fetch: a
-            # timer then would only make the shell spin.)
-            times.append(self._fetch_backoff_until)
+        times.extend(role_of(s).deadlines(self, s))
         return max(min(times), self._now) if times else self._now + 60_000
 
-    # ================================================================= polling
-
     def _poll(self) -> None:
-        """Send what the current state wants sent (BeginQuorumEpoch, EndQuorumEpoch,
-        votes: its role's poll), then its fetch."""
+        """Send what the current state wants sent (its role's poll: BeginQuorumEpoch,
+        EndQuorumEpoch, votes, a fetch)."""
         s = self.state
-        role = role_of(s)
-        role.poll(self, s)
-        if not role.wants_fetch(self, s) or self._fetch_correlation is not None:
-            return
-        if self._now < self._fetch_backoff_until:
-            return
-        log = self.log
-        if log.flushed_offset < log.end_offset:
-            return  # fetch_offset reports durable data only: wait for on_flushed
-        destination = role.fetch_target(self, s)
-        if destination is None:
-            return
-        timeout = self.config.fetch_max_wait_ms + self.config.request_timeout_ms
-        sf = self._snapshot_fetch
-        if sf is not None:
-            req: RaftRequest = FetchSnapshotRequest(
-                self.cluster_id,
-                self.node_id,
-                s.epoch,
-                sf.snapshot_id,
-                len(sf.data),
-                self.config.snapshot_chunk_bytes,
-            )
-        else:
-            req = FetchRequest(
-                self.cluster_id,
-                self.node_id,
-                self.is_voter,
-                s.epoch,
-                log.end_offset,
-                self._last_epoch(),
-                self.config.fetch_max_wait_ms,
-                self.config.fetch_max_bytes,
-                self.high_watermark,
-                self.directory_id,
-            )
-        self._fetch_correlation = self._send(destination, req, self._now + timeout)
-
-    def _send_begin_quorum(self, s: Leader) -> None:
-        req = BeginQuorumEpochRequest(self.cluster_id, self.node_id, s.epoch)
-        self._resend(s, req)
-
-    def _send_end_quorum(self, s: Resigned) -> None:
-        req = EndQuorumEpochRequest(self.cluster_id, self.node_id, s.epoch, s.preferred_successors)
-        self._resend(s, req)
-
-    def _resend(self, s: Leader | Resigned, req: RaftRequest) -> None:
-        """Send `req` to each unacknowledged voter with no request in flight to it."""
-        busy = {
-            inf.destination
-            for inf in self._inflight.values()
-            if inf.state is s and type(inf.request) is type(req)
-        }
-        for v in sorted(s.unacked):
-            if v not in busy and self._now >= s.next_send_ms.get(v, 0):
-                s.next_send_ms[v] = self._now + self.config.request_timeout_ms
-                self._send(v, req, self._now + self.config.request_timeout_ms)
+        role_of(s).poll(self, s)
 
     # =================================================================== output
 
@@ -1280,7 +1040,7 @@ class RaftCore:
         if isinstance(s, Leader):
             if self._membership.removal_committed(self.high_watermark):
                 # Our removal committed: hand over to the best-placed voter.
-                self._become_resigned(self._successors(s))
+                transitions.become_resigned(self, preferred_successors(s, self.node_id))
             else:
                 filled = self._membership.with_directory_ids(s, self.high_watermark)
                 if filled is not None:
