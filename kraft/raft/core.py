@@ -27,18 +27,20 @@ Entry points (the shell serialises them on one task):
   on_flushed(offset, now_ms)                     the log is durable up to offset
   ready() -> Ready                               what to persist/send/apply
 
-Where the rest lives: each state's timers and polling in kraft.raft.roles (one
-role object per state type, asked by tick, next_wake_ms and _poll alike);
-KIP-853 membership (the voter-set history, reconfiguration rules) in
-kraft.raft.membership, which this core asks questions of; the errors in
-kraft.raft.errors; reading positions off the log in kraft.raft.log_positions.
+Where the rest lives (the core owns the state and the RPC handlers, and asks):
+  kraft.raft.transitions     the named transitions (Kafka's QuorumState)
+  kraft.raft.roles           each state's timers and polling (tick, next_wake_ms
+                             and _poll ask one role per state type)
+  kraft.raft.membership      KIP-853: the voter-set history, reconfiguration rules
+  kraft.raft.leader_progress the leader's view of its replicas (Kafka's LeaderState)
+  kraft.raft.log_positions   positions read off the log (validateOffsetAndEpoch)
+  kraft.raft.describe        DescribeQuorum; kraft.raft.errors: the exceptions
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kraft.raft import log_positions, transitions
@@ -61,7 +63,6 @@ from kraft.raft.messages import (
     UNKNOWN_LEADER_EPOCH,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
-    DivergingEpoch,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     FetchRequest,
@@ -72,6 +73,7 @@ from kraft.raft.messages import (
     RaftResponse,
     VoteRequest,
     VoteResponse,
+    error_response,
 )
 from kraft.raft.purgatory import Purgatory
 from kraft.raft.ready import Outbound, Ready
@@ -81,11 +83,14 @@ from kraft.raft.state import (
     Candidate,
     ElectionState,
     Follower,
+    InFlight,
     Leader,
     LeaderAndEpoch,
+    ParkedFetch,
     Prospective,
     QuorumState,
     Resigned,
+    SnapshotFetch,
     Unattached,
 )
 from kraft.raft.voters import UNKNOWN_DIRECTORY, Voter, VoterSet
@@ -95,28 +100,6 @@ from metadata_log.records import (
     VotersRecord,
 )
 from metadata_log.snapshot import SnapshotId
-
-
-@dataclass(slots=True)
-class _InFlight:
-    destination: int
-    request: RaftRequest
-    deadline_ms: int
-    state: QuorumState  # the state that sent it: a reply to a stale state is ignored
-
-
-@dataclass(slots=True)
-class _ParkedFetch:
-    correlation: int
-    request: FetchRequest
-
-
-@dataclass(slots=True)
-class _SnapshotFetch:
-    snapshot_id: SnapshotId
-    leader_id: int
-    epoch: int
-    data: bytearray
 
 
 def _payload(entry: Any) -> tuple[bytes, int]:
@@ -166,9 +149,9 @@ class RaftCore:
         self._pending_election: ElectionState | None = None
         self._outbox: list[Outbound] = []
         self._responses: list[tuple[int, RaftResponse]] = []
-        self._inflight: dict[int, _InFlight] = {}
+        self._inflight: dict[int, InFlight] = {}
         self._next_correlation = 0
-        self._purgatory: Purgatory[_ParkedFetch] = Purgatory()
+        self._purgatory: Purgatory[ParkedFetch] = Purgatory()
         # The high watermark never goes back while this object lives. A snapshot
         # covers only committed data, so its end is a safe starting point.
         snap = log.latest_snapshot_id()
@@ -178,11 +161,11 @@ class RaftCore:
         self._fetch_correlation: int | None = None
         self._fetch_backoff_until = 0
         self._bootstrap_index = 0
-        self._snapshot_fetch: _SnapshotFetch | None = None
+        self._snapshot_fetch: SnapshotFetch | None = None
         self._snapshot_loaded: SnapshotId | None = None
         self._reported_leader: LeaderAndEpoch | None = None
         self._membership.load(log)
-        self._voters_changed()
+        transitions.voters_changed(self)
         self.state: QuorumState = transitions.initial_state(self, election_state)
         self._after()
 
@@ -194,11 +177,11 @@ class RaftCore:
 
     @property
     def leader_id(self) -> int | None:
-        s = self.state
-        if isinstance(s, Leader):
-            return self.node_id
-        if isinstance(s, Follower):
-            return s.leader_id
+        match self.state:
+            case Leader():
+                return self.node_id
+            case Follower(leader_id=leader_id):
+                return leader_id
         return None
 
     @property
@@ -246,28 +229,6 @@ class RaftCore:
 
     # ============================================================== voter set
 
-    def _voters_changed(self) -> None:
-        """Put the newest voter set in force (after an append, truncation or snapshot)."""
-        if not self._membership.refresh():
-            return
-        match getattr(self, "state", None):
-            case Leader() as s:
-                self._membership.move_replicas(s)
-                # The new set gets a whole check-quorum period (a single voter's
-                # deadline is never refreshed: growing from one voter must not
-                # resign at once).
-                s.check_quorum_deadline_ms = self._now + self.config.check_quorum_timeout_ms
-                self._maybe_advance_hw()
-            case Prospective() | Candidate() as s if not self._can_campaign():
-                # No longer a voter: out of the election (a candidate's vote is spent).
-                voted = self._election.voted_id if self._election.leader_epoch == s.epoch else None
-                self._set_state(Unattached(s.epoch, voted, None))
-            case Unattached() as s if self._can_campaign():
-                if s.election_deadline_ms is None:
-                    s.election_deadline_ms = self._election_timeout()
-            case Unattached() as s:
-                s.election_deadline_ms = None
-
     def endpoint(self, node_id: int) -> str | None:
         """The URL of `node_id` as this node knows it (voter set, or learned from a leader)."""
         return self._membership.endpoint(node_id)
@@ -300,7 +261,7 @@ class RaftCore:
         )
         self.log.append(batch)
         self._membership.history.add(offset, new)
-        self._voters_changed()
+        transitions.voters_changed(self)
         self._wake_fetches()
         return offset
 
@@ -371,7 +332,7 @@ class RaftCore:
     def _send(self, destination: int, request: RaftRequest, deadline_ms: int) -> int:
         correlation = self._next_correlation
         self._next_correlation += 1
-        self._inflight[correlation] = _InFlight(destination, request, deadline_ms, self.state)
+        self._inflight[correlation] = InFlight(destination, request, deadline_ms, self.state)
         self._outbox.append(Outbound(destination, request, correlation))
         return correlation
 
@@ -388,37 +349,6 @@ class RaftCore:
     def _last_epoch(self) -> int:
         return log_positions.last_epoch(self.log)
 
-    def _end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return log_positions.end_offset_for_epoch(self.log, epoch)
-
-    def _maybe_learn(self, epoch: int, leader_id: int) -> bool:
-        """Kafka's maybeHandleCommonResponse: move to a newer epoch or a newly known leader.
-
-        Returns True when the state changed.
-        """
-        if epoch > self.epoch:
-            if leader_id != NO_LEADER and leader_id != self.node_id:
-                transitions.become_follower(self, epoch, leader_id)
-            else:
-                transitions.become_unattached(self, epoch)
-            return True
-        s = self.state
-        if (
-            epoch == self.epoch
-            and leader_id != NO_LEADER
-            and leader_id != self.node_id
-            and isinstance(s, Unattached | Prospective | Candidate)
-        ):
-            if isinstance(s, Prospective) and s.leader_id == leader_id:
-                # The leader we lost contact with: voters that still name it may
-                # have lost it too (their pre-votes say). Going back to it now
-                # would stop the election that replaces a dead leader; the
-                # election timeout takes us back to it if it is alive.
-                return False
-            transitions.become_follower(self, epoch, leader_id)
-            return True
-        return False
-
     # ========================================================== inbound requests
 
     def handle(self, message: Any, now_ms: int, correlation: int) -> None:
@@ -432,32 +362,23 @@ class RaftCore:
     def handle_request(self, request: RaftRequest, now_ms: int, correlation: int) -> None:
         self._now = max(self._now, now_ms)
         if request.cluster_id != self.cluster_id:
-            self._respond(correlation, self._cluster_mismatch(request))
-        elif isinstance(request, FetchRequest):
-            self._on_fetch(request, correlation)
-        elif isinstance(request, VoteRequest):
-            self._on_vote(request, correlation)
-        elif isinstance(request, BeginQuorumEpochRequest):
-            self._on_begin_quorum(request, correlation)
-        elif isinstance(request, EndQuorumEpochRequest):
-            self._on_end_quorum(request, correlation)
-        elif isinstance(request, FetchSnapshotRequest):
-            self._on_fetch_snapshot(request, correlation)
-        else:  # pragma: no cover - the wire codec only builds the above
-            raise TypeError(f"not a Raft request: {request!r}")
+            self._respond(correlation, error_response(request, INCONSISTENT_CLUSTER_ID, self.epoch))
+            self._after()
+            return
+        match request:
+            case FetchRequest():
+                self._on_fetch(request, correlation)
+            case VoteRequest():
+                self._on_vote(request, correlation)
+            case BeginQuorumEpochRequest():
+                self._on_begin_quorum(request, correlation)
+            case EndQuorumEpochRequest():
+                self._on_end_quorum(request, correlation)
+            case FetchSnapshotRequest():
+                self._on_fetch_snapshot(request, correlation)
+            case _:  # pragma: no cover - the wire codec only builds the above
+                raise TypeError(f"not a Raft request: {request!r}")
         self._after()
-
-    def _cluster_mismatch(self, request: RaftRequest) -> RaftResponse:
-        e, lid = INCONSISTENT_CLUSTER_ID, NO_LEADER
-        if isinstance(request, VoteRequest):
-            return VoteResponse(e, False, lid, self.epoch, request.pre_vote)
-        if isinstance(request, BeginQuorumEpochRequest):
-            return BeginQuorumEpochResponse(e, lid, self.epoch)
-        if isinstance(request, EndQuorumEpochRequest):
-            return EndQuorumEpochResponse(e, lid, self.epoch)
-        if isinstance(request, FetchRequest):
-            return FetchResponse(e, lid, self.epoch)
-        return FetchSnapshotResponse(e, lid, self.epoch)
 
     # --------------------------------------------------------------------- Vote
 
@@ -541,8 +462,8 @@ class RaftCore:
         # Candidate (voted for itself), Leader, Follower, Resigned: the vote is spent.
         return False
 
-    def _on_vote_response(self, inf: _InFlight, resp: VoteResponse) -> None:
-        if self._maybe_learn(resp.leader_epoch, resp.leader_id):
+    def _on_vote_response(self, inf: InFlight, resp: VoteResponse) -> None:
+        if transitions.maybe_learn(self, resp.leader_epoch, resp.leader_id):
             return
         s = self.state
         if inf.state is not s or resp.error != NONE:
@@ -588,8 +509,8 @@ class RaftCore:
             err = NONE
         self._respond(correlation, BeginQuorumEpochResponse(err, self._known_leader(), self.epoch))
 
-    def _on_begin_quorum_response(self, inf: _InFlight, resp: BeginQuorumEpochResponse) -> None:
-        if self._maybe_learn(resp.leader_epoch, resp.leader_id):
+    def _on_begin_quorum_response(self, inf: InFlight, resp: BeginQuorumEpochResponse) -> None:
+        if transitions.maybe_learn(self, resp.leader_epoch, resp.leader_id):
             return
         s = self.state
         if isinstance(s, Leader) and resp.error == NONE and resp.leader_epoch == s.epoch:
@@ -625,8 +546,8 @@ class RaftCore:
             s.fetch_deadline_ms = min(s.fetch_deadline_ms, self._now + delay)
         self._respond(correlation, EndQuorumEpochResponse(NONE, self._known_leader(), self.epoch))
 
-    def _on_end_quorum_response(self, inf: _InFlight, resp: EndQuorumEpochResponse) -> None:
-        if self._maybe_learn(resp.leader_epoch, resp.leader_id):
+    def _on_end_quorum_response(self, inf: InFlight, resp: EndQuorumEpochResponse) -> None:
+        if transitions.maybe_learn(self, resp.leader_epoch, resp.leader_id):
             return
         s = self.state
         if isinstance(s, Resigned) and resp.error == NONE:
@@ -654,22 +575,11 @@ class RaftCore:
             return
         log = self.log
         start = log.start_offset
-        snap = log.latest_snapshot_id()
-        # Kafka's validateOffsetAndEpoch.
-        if req.fetch_offset < start or (req.fetch_offset == 0 and req.last_fetched_epoch == 0):
-            if req.fetch_offset < start:
-                self._respond(correlation, self._snapshot_response(s, snap))
-                return
-            diverging = None
-        else:
-            epoch, end = self._end_offset_for_epoch(req.last_fetched_epoch)
-            if epoch == req.last_fetched_epoch and end >= req.fetch_offset:
-                diverging = None
-            elif end < start and start > 0:
-                self._respond(correlation, self._snapshot_response(s, snap))
-                return
-            else:
-                diverging = DivergingEpoch(epoch, max(end, 0))
+        position = log_positions.validate_fetch(log, req.fetch_offset, req.last_fetched_epoch)
+        if position is log_positions.SNAPSHOT:
+            self._respond(correlation, self._snapshot_response(s, log.latest_snapshot_id()))
+            return
+        diverging = position.diverging
         replica = update_replica(
             s,
             self._membership,
@@ -706,7 +616,7 @@ class RaftCore:
                     self._respond(correlation, self._fetch_data(s, req))
                     return
                 deadline = min(deadline, self._now + linger)
-            self._purgatory.park(req.fetch_offset, deadline, _ParkedFetch(correlation, req))
+            self._purgatory.park(req.fetch_offset, deadline, ParkedFetch(correlation, req))
             return
         self._respond(correlation, self._fetch_data(s, req))
 
@@ -767,13 +677,13 @@ class RaftCore:
         for parked in self._purgatory.complete_all():
             self._respond(parked.correlation, self._fetch_data(s, parked.request))
 
-    def _on_fetch_response(self, inf: _InFlight, corr: int, resp: FetchResponse) -> None:
+    def _on_fetch_response(self, inf: InFlight, corr: int, resp: FetchResponse) -> None:
         if corr != self._fetch_correlation:
             return  # a stale or duplicated answer
         self._fetch_correlation = None
         if resp.leader_endpoint and resp.leader_id >= 0:
             self._membership.learned_endpoints[resp.leader_id] = resp.leader_endpoint
-        if self._maybe_learn(resp.leader_epoch, resp.leader_id):
+        if transitions.maybe_learn(self, resp.leader_epoch, resp.leader_id):
             return
         s = self.state
         if resp.error != NONE:
@@ -793,18 +703,7 @@ class RaftCore:
         s.leader_contacted = True
         log = self.log
         if resp.diverging_epoch is not None:
-            d = resp.diverging_epoch
-            # Our own end of the largest epoch <= the leader's diverging epoch:
-            # everything after it is in epochs the leader's log does not have
-            # there, so it goes. When our epoch is the leader's, its end may be
-            # past the leader's (uncommitted data of a deposed leader): take the
-            # smaller. No local epoch that old: the whole log goes. (Taking the
-            # leader's end offset when the epochs differ can keep a batch of a
-            # foreign epoch at the end, and the next fetch diverges at the same
-            # place forever.)
-            local_epoch, local_end = self._end_offset_for_epoch(d.epoch)
-            target = log.start_offset if local_epoch < 0 else min(d.end_offset, local_end)
-            target = max(min(target, log.end_offset), log.start_offset)
+            target = log_positions.truncation_offset(log, resp.diverging_epoch)
             if target < self.high_watermark:
                 raise TruncationBelowHighWatermarkError(
                     f"node {self.node_id}: truncation to {target} below HW {self.high_watermark}"
@@ -812,11 +711,11 @@ class RaftCore:
             log.truncate_to(target)
             self._flush_requested = min(self._flush_requested, log.end_offset)
             if self._membership.history.truncate_from(log.end_offset):
-                self._voters_changed()  # back to the previous voter set
+                transitions.voters_changed(self)  # back to the previous voter set
             return
         if resp.snapshot_id is not None:
             sid = resp.snapshot_id
-            self._snapshot_fetch = _SnapshotFetch(sid, s.leader_id, s.epoch, bytearray())
+            self._snapshot_fetch = SnapshotFetch(sid, s.leader_id, s.epoch, bytearray())
             return
         if resp.records and not self._append_fetched(resp.records):
             return
@@ -834,7 +733,7 @@ class RaftCore:
             if header.control and self._membership.note_control_batch(records, pos, header):
                 voters = True
         if voters:
-            self._voters_changed()  # in force as soon as appended
+            transitions.voters_changed(self)  # in force as soon as appended
         return True
 
     def _update_follower_hw(self, leader_hw: int) -> None:
@@ -876,12 +775,12 @@ class RaftCore:
         )
 
     def _on_fetch_snapshot_response(
-        self, inf: _InFlight, corr: int, resp: FetchSnapshotResponse
+        self, inf: InFlight, corr: int, resp: FetchSnapshotResponse
     ) -> None:
         if corr != self._fetch_correlation:
             return
         self._fetch_correlation = None
-        if self._maybe_learn(resp.leader_epoch, resp.leader_id):
+        if transitions.maybe_learn(self, resp.leader_epoch, resp.leader_id):
             return
         sf = self._snapshot_fetch
         s = self.state
@@ -905,7 +804,7 @@ class RaftCore:
                 sf.snapshot_id.end_offset,
                 Membership.read_snapshot_voters(self.log, sf.snapshot_id),
             )
-            self._voters_changed()
+            transitions.voters_changed(self)
             if sf.snapshot_id.end_offset > self.high_watermark:
                 self.high_watermark = sf.snapshot_id.end_offset
             self._snapshot_loaded = sf.snapshot_id
@@ -915,16 +814,19 @@ class RaftCore:
     def handle_response(self, correlation: int, response: RaftResponse, now_ms: int) -> None:
         self._now = max(self._now, now_ms)
         inf = self._inflight.pop(correlation, None)
-        if inf is not None:
-            if isinstance(response, FetchResponse):
+        if inf is None:  # timed out already, or a duplicate
+            self._after()
+            return
+        match response:
+            case FetchResponse():
                 self._on_fetch_response(inf, correlation, response)
-            elif isinstance(response, VoteResponse):
+            case VoteResponse():
                 self._on_vote_response(inf, response)
-            elif isinstance(response, BeginQuorumEpochResponse):
+            case BeginQuorumEpochResponse():
                 self._on_begin_quorum_response(inf, response)
-            elif isinstance(response, EndQuorumEpochResponse):
+            case EndQuorumEpochResponse():
                 self._on_end_quorum_response(inf, response)
-            elif isinstance(response, FetchSnapshotResponse):
+            case FetchSnapshotResponse():
                 self._on_fetch_snapshot_response(inf, correlation, response)
         self._after()
 
@@ -936,7 +838,7 @@ class RaftCore:
             self._on_failed(correlation, inf)
         self._after()
 
-    def _on_failed(self, correlation: int, inf: _InFlight) -> None:
+    def _on_failed(self, correlation: int, inf: InFlight) -> None:
         if correlation == self._fetch_correlation:
             self._fetch_correlation = None
             self._fetch_backoff_until = self._now + self.config.retry_backoff_ms

@@ -1,14 +1,18 @@
 """Positions read off a ReplicatedLog that must account for the snapshot it starts at.
 
 Pure functions of the log (no state of their own): the core asks them for
-Kafka's lastFetchedEpoch, for the end of an epoch when a follower's fetch is
-validated, and for the id of a snapshot the state machine wants to write. Each
+Kafka's lastFetchedEpoch, whether a follower's fetch position is valid,
+diverging or below the log start (validateOffsetAndEpoch), where a follower
+truncates, and for the id of a snapshot the state machine wants to write. Each
 knows the one case a plain epoch-cache lookup gets wrong: a log trimmed to (or
 emptied past) a snapshot no longer holds the snapshot's own epoch.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from kraft.raft.messages import DivergingEpoch
 from kraft.raft.replicated_log import ReplicatedLog
 from metadata_log.snapshot import SnapshotId
 
@@ -74,3 +78,51 @@ def snapshot_id_at(log: ReplicatedLog, end_offset: int, high_watermark: int) -> 
     if epoch < 0:
         raise ValueError(f"no epoch known for offset {last}")
     return SnapshotId(end_offset, epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPosition:
+    """Kafka's ValidOffsetAndEpoch: a follower's fetch position as the leader sees it.
+
+    kind VALID: serve from fetch_offset; DIVERGING: the follower's log differs
+    from `diverging` on (it truncates and fetches again); SNAPSHOT: the offset
+    is below the log start, so the follower loads the latest snapshot first.
+    """
+
+    kind: str
+    diverging: DivergingEpoch | None = None
+
+
+VALID = FetchPosition("VALID")
+SNAPSHOT = FetchPosition("SNAPSHOT")
+
+
+def validate_fetch(log: ReplicatedLog, fetch_offset: int, last_fetched_epoch: int) -> FetchPosition:
+    """Kafka's validateOffsetAndEpoch for a Fetch at (fetch_offset, last_fetched_epoch)."""
+    start = log.start_offset
+    if fetch_offset < start:
+        return SNAPSHOT
+    if fetch_offset == 0 and last_fetched_epoch == 0:
+        return VALID
+    epoch, end = end_offset_for_epoch(log, last_fetched_epoch)
+    if epoch == last_fetched_epoch and end >= fetch_offset:
+        return VALID
+    if end < start and start > 0:
+        return SNAPSHOT
+    return FetchPosition("DIVERGING", DivergingEpoch(epoch, max(end, 0)))
+
+
+def truncation_offset(log: ReplicatedLog, d: DivergingEpoch) -> int:
+    """Where a follower truncates its log when the leader reports it diverging at `d`.
+
+    Our own end of the largest epoch <= the leader's diverging epoch: everything
+    after it is in epochs the leader's log does not have there, so it goes. When
+    our epoch is the leader's, its end may be past the leader's (uncommitted
+    data of a deposed leader): take the smaller. No local epoch that old: the
+    whole log goes. (Taking the leader's end offset when the epochs differ can
+    keep a batch of a foreign epoch at the end, and the next fetch diverges at
+    the same place forever.)
+    """
+    local_epoch, local_end = end_offset_for_epoch(log, d.epoch)
+    target = log.start_offset if local_epoch < 0 else min(d.end_offset, local_end)
+    return max(min(target, log.end_offset), log.start_offset)

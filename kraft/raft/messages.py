@@ -382,3 +382,18 @@ def message_from_wire(obj: Any) -> RaftMessage:
     if cls is FetchSnapshotRequest and kwargs.get("snapshot_id") is None:
         raise WireFormatError("FetchSnapshotRequest.snapshot_id is required")
     return cls(**kwargs)
+
+
+def error_response(request: RaftRequest, error: str, epoch: int) -> RaftResponse:
+    """The response to `request` carrying only `error` and this node's epoch (no
+    leader named), e.g. INCONSISTENT_CLUSTER_ID to a request from another cluster."""
+    match request:
+        case VoteRequest():
+            return VoteResponse(error, False, NO_LEADER, epoch, request.pre_vote)
+        case BeginQuorumEpochRequest():
+            return BeginQuorumEpochResponse(error, NO_LEADER, epoch)
+        case EndQuorumEpochRequest():
+            return EndQuorumEpochResponse(error, NO_LEADER, epoch)
+        case FetchRequest():
+            return FetchResponse(error, NO_LEADER, epoch)
+    return FetchSnapshotResponse(error, NO_LEADER, epoch)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kraft.raft.messages import NO_LEADER
+from kraft.raft.messages import NO_LEADER, FetchRequest, RaftRequest
+from metadata_log.snapshot import SnapshotId
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,3 +144,31 @@ class Resigned:
 
 
 QuorumState = Unattached | Prospective | Candidate | Leader | Follower | Resigned
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A request of ours awaiting its answer (the core's bookkeeping)."""
+
+    destination: int
+    request: RaftRequest
+    deadline_ms: int
+    state: QuorumState  # the state that sent it: a reply to a stale state is ignored
+
+
+@dataclass(slots=True)
+class ParkedFetch:
+    """A leader's long-polling Fetch, parked in the purgatory."""
+
+    correlation: int
+    request: FetchRequest
+
+
+@dataclass(slots=True)
+class SnapshotFetch:
+    """A follower's snapshot download in progress (FetchSnapshot chunks so far)."""
+
+    snapshot_id: SnapshotId
+    leader_id: int
+    epoch: int
+    data: bytearray

@@ -5,13 +5,16 @@ Each transition persists what must be durable first (the ElectionState goes into
 the next Ready before any message of it), replaces the state object (so replies
 meant for the old one are recognised as stale) and starts what the new state
 does at once (votes, BeginQuorumEpoch, EndQuorumEpoch). The core calls them from
-its RPC handlers, its roles (kraft.raft.roles) from their deadlines.
+its RPC handlers, its roles (kraft.raft.roles) from their deadlines. Two more
+decide which transition an event calls for: `maybe_learn` (a newer epoch or a
+newly known leader in any answer) and `voters_changed` (the set in force moved).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kraft.raft.messages import NO_LEADER
 from kraft.raft.roles import role_of, send_votes
 from kraft.raft.state import (
     Candidate,
@@ -129,7 +132,7 @@ def become_leader(core: RaftCore) -> None:
     core.log.append(batch)
     if bootstrap is not None:
         core._membership.history.add(base + 2, bootstrap)
-        core._voters_changed()
+        voters_changed(core)
     role_of(leader).poll(core, leader)  # BeginQuorumEpoch to the voters
     core._maybe_advance_hw()
 
@@ -139,3 +142,55 @@ def become_resigned(core: RaftCore, successors: tuple[int, ...]) -> None:
     r = Resigned(core.epoch, core._election_timeout(), successors, unacked=others)
     core._set_state(r)
     role_of(r).poll(core, r)  # EndQuorumEpoch to the voters
+
+
+def maybe_learn(core: RaftCore, epoch: int, leader_id: int) -> bool:
+    """Kafka's maybeHandleCommonResponse: move to a newer epoch or a newly known leader.
+
+    Returns True when the state changed.
+    """
+    if epoch > core.epoch:
+        if leader_id != NO_LEADER and leader_id != core.node_id:
+            become_follower(core, epoch, leader_id)
+        else:
+            become_unattached(core, epoch)
+        return True
+    s = core.state
+    if (
+        epoch == core.epoch
+        and leader_id != NO_LEADER
+        and leader_id != core.node_id
+        and isinstance(s, Unattached | Prospective | Candidate)
+    ):
+        if isinstance(s, Prospective) and s.leader_id == leader_id:
+            # The leader we lost contact with: voters that still name it may
+            # have lost it too (their pre-votes say). Going back to it now
+            # would stop the election that replaces a dead leader; the
+            # election timeout takes us back to it if it is alive.
+            return False
+        become_follower(core, epoch, leader_id)
+        return True
+    return False
+
+
+def voters_changed(core: RaftCore) -> None:
+    """Put the newest voter set in force (after an append, truncation or snapshot)."""
+    if not core._membership.refresh():
+        return
+    match getattr(core, "state", None):
+        case Leader() as s:
+            core._membership.move_replicas(s)
+            # The new set gets a whole check-quorum period (a single voter's
+            # deadline is never refreshed: growing from one voter must not
+            # resign at once).
+            s.check_quorum_deadline_ms = core._now + core.config.check_quorum_timeout_ms
+            core._maybe_advance_hw()
+        case Prospective() | Candidate() as s if not core._can_campaign():
+            # No longer a voter: out of the election (a candidate's vote is spent).
+            voted = core._election.voted_id if core._election.leader_epoch == s.epoch else None
+            core._set_state(Unattached(s.epoch, voted, None))
+        case Unattached() as s if core._can_campaign():
+            if s.election_deadline_ms is None:
+                s.election_deadline_ms = core._election_timeout()
+        case Unattached() as s:
+            s.election_deadline_ms = None
