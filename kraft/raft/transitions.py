@@ -12,6 +12,7 @@ newly known leader in any answer) and `voters_changed` (the set in force moved).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kraft.raft.messages import NO_LEADER
@@ -83,11 +84,7 @@ def become_prospective(core: RaftCore) -> None:
     voted = core._election.voted_id if core._election.leader_epoch == s.epoch else None
     p = Prospective(s.epoch, leader, voted, core._election_timeout())
     core._set_state(p)
-    p.granted.add(core.node_id)
-    if len(p.granted & core.voters) >= core._majority():
-        become_candidate(core)
-        return
-    send_votes(core, p)
+    _start_election(core, p, become_candidate)
 
 
 def become_candidate(core: RaftCore) -> None:
@@ -95,11 +92,19 @@ def become_candidate(core: RaftCore) -> None:
     core._persist(ElectionState(epoch, None, core.node_id))
     c = Candidate(epoch, core._election_timeout())
     core._set_state(c)
-    c.granted.add(core.node_id)
-    if len(c.granted & core.voters) >= core._majority():
-        become_leader(core)
-        return
-    send_votes(core, c)
+    _start_election(core, c, become_leader)
+
+
+def _start_election(
+    core: RaftCore, s: Prospective | Candidate, on_majority: Callable[[RaftCore], None]
+) -> None:
+    """Grant itself; if that is a majority already (a single voter) go on at once,
+    else ask the other voters."""
+    s.granted.add(core.node_id)
+    if len(s.granted & core.voters) >= core._majority():
+        on_majority(core)
+    else:
+        send_votes(core, s)
 
 
 def become_leader(core: RaftCore) -> None:
