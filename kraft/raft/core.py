@@ -33,6 +33,7 @@ Where the rest lives (the core owns the state and the RPC handlers, and asks):
                              and _poll ask one role per state type)
   kraft.raft.membership      KIP-853: the voter-set history, reconfiguration rules
   kraft.raft.leader_progress the leader's view of its replicas (Kafka's LeaderState)
+  kraft.raft.follower_log    a follower applying the leader's answers to its log
   kraft.raft.log_positions   positions read off the log (validateOffsetAndEpoch)
   kraft.raft.describe        DescribeQuorum; kraft.raft.errors: the exceptions
 """
@@ -43,10 +44,10 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kraft.raft import log_positions, transitions
+from kraft.raft import follower_log, log_positions, transitions
 from kraft.raft.config import RaftConfig
 from kraft.raft.describe import describe_quorum
-from kraft.raft.errors import NotLeaderError, TruncationBelowHighWatermarkError
+from kraft.raft.errors import NotLeaderError
 from kraft.raft.leader_progress import preferred_successors, update_replica
 from kraft.raft.membership import Membership, as_voter_set
 from kraft.raft.messages import (
@@ -94,7 +95,7 @@ from kraft.raft.state import (
     Unattached,
 )
 from kraft.raft.voters import UNKNOWN_DIRECTORY, Voter, VoterSet
-from metadata_log.batch import HEADER_SIZE, encode_batch, encode_payload, iter_headers
+from metadata_log.batch import HEADER_SIZE, encode_batch, encode_payload
 from metadata_log.records import (
     Record,
     VotersRecord,
@@ -701,45 +702,13 @@ class RaftCore:
         s.fetch_deadline_ms = self._now + self.config.fetch_timeout_ms
         s.leader_resigned = False
         s.leader_contacted = True
-        log = self.log
         if resp.diverging_epoch is not None:
-            target = log_positions.truncation_offset(log, resp.diverging_epoch)
-            if target < self.high_watermark:
-                raise TruncationBelowHighWatermarkError(
-                    f"node {self.node_id}: truncation to {target} below HW {self.high_watermark}"
-                )
-            log.truncate_to(target)
-            self._flush_requested = min(self._flush_requested, log.end_offset)
-            if self._membership.history.truncate_from(log.end_offset):
-                transitions.voters_changed(self)  # back to the previous voter set
-            return
-        if resp.snapshot_id is not None:
+            follower_log.truncate_diverging(self, resp.diverging_epoch)
+        elif resp.snapshot_id is not None:
             sid = resp.snapshot_id
             self._snapshot_fetch = SnapshotFetch(sid, s.leader_id, s.epoch, bytearray())
-            return
-        if resp.records and not self._append_fetched(resp.records):
-            return
-        self._update_follower_hw(resp.high_watermark)
-
-    def _append_fetched(self, records: bytes) -> bool:
-        log = self.log
-        first = True
-        voters = False
-        for pos, header in iter_headers(records, "<fetch response>"):
-            if first and header.base_offset != log.end_offset:
-                return False  # not where our log ends (a stale answer): ignore
-            first = False
-            log.append(records[pos : pos + header.length])
-            if header.control and self._membership.note_control_batch(records, pos, header):
-                voters = True
-        if voters:
-            transitions.voters_changed(self)  # in force as soon as appended
-        return True
-
-    def _update_follower_hw(self, leader_hw: int) -> None:
-        hw = min(leader_hw, self.log.end_offset)
-        if hw > self.high_watermark:
-            self.high_watermark = hw
+        elif not resp.records or follower_log.append_fetched(self, resp.records):
+            follower_log.follow_high_watermark(self, resp.high_watermark)
 
     # ------------------------------------------------------------ FetchSnapshot
 
@@ -797,17 +766,7 @@ class RaftCore:
             return
         sf.data += resp.chunk
         if len(sf.data) >= resp.size:
-            self.log.install_snapshot(sf.snapshot_id, bytes(sf.data))
-            self._flush_requested = min(self._flush_requested, self.log.end_offset)
-            self._snapshot_fetch = None
-            self._membership.history.reset_to_snapshot(
-                sf.snapshot_id.end_offset,
-                Membership.read_snapshot_voters(self.log, sf.snapshot_id),
-            )
-            transitions.voters_changed(self)
-            if sf.snapshot_id.end_offset > self.high_watermark:
-                self.high_watermark = sf.snapshot_id.end_offset
-            self._snapshot_loaded = sf.snapshot_id
+            follower_log.install_snapshot(self, sf)
 
     # ================================================================ responses
 

@@ -4,6 +4,9 @@ One object per state; a transition replaces it. Each holds only what its state
 needs (votes collected, replica progress, timers), so a stale callback can
 recognise that the state it was meant for is gone (`is` comparison).
 
+The core's bookkeeping records sit at the end: a request in flight (tied to the
+state that sent it), a parked long-poll Fetch, a snapshot download.
+
 ElectionState is what the ``quorum-state`` file holds: leader_epoch, leader_id,
 voted_id. It is written (tmp + fsync + rename, by the shell) before a vote is
 granted or an epoch begins; a pre-vote changes nothing and writes nothing.
