@@ -233,6 +233,32 @@ async def metric(session: Any, url: str, name: str, attempts: int = 10) -> float
     return float(m.group(1)) if m else float("nan")
 
 
+async def connection_counts(session: Any, urls: dict[int, str]) -> dict[str, Any]:
+    """Each controller listener's evictions and refusals so far, by reason (its
+    /metrics; a controller that does not answer is left out)."""
+    import aiohttp
+
+    out: dict[str, Any] = {}
+    for i, u in sorted(urls.items()):
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+            async with session.get(u + "/metrics", timeout=aiohttp.ClientTimeout(total=10)) as r:
+                text = await r.text()
+            counts = {
+                f"{what}:{reason}": int(float(v))
+                for what, reason, v in re.findall(
+                    r'^kraft_server_connections_(evicted|refused)_total\{reason="([^"]+)"\} '
+                    r"([0-9.e+]+)$",
+                    text,
+                    re.M,
+                )
+                if float(v)
+            }
+            m = re.search(r"^kraft_server_connections_admitted_total ([0-9.e+]+)$", text, re.M)
+            counts["admitted"] = int(float(m.group(1))) if m else None
+            out[str(i)] = counts
+    return out
+
+
 class HeartbeatConnection(asyncio.Protocol):
     """One keep-alive HTTP/1.1 connection with one request in flight, as a broker's.
 
@@ -425,11 +451,15 @@ class Brokers:
         n = len(ids)
         step = self.interval_s * n_conn / n  # this connection's spacing
         due = loop.time() + k * self.interval_s / n
+        source: dict[str, Any] = {}
         if self.security is not None and self.security.mode == "mtls":
             # one TLS handshake per broker: 10,000 of them within one interval held the
             # active controller's loop for seconds (no leader answered); brokers of a
             # real cluster do not all connect at once either
             due += k / MTLS_CONNECTS_PER_S
+            # and not from the controllers' host: a voter's host skips every connection
+            # limit and the handshake line (Raft first), which a fleet must not
+            source = {"local_addr": (mtls_source_ip(k), 0)}
         i = 0
         try:
             while not self.stop:
@@ -457,6 +487,7 @@ class Brokers:
                             host,
                             int(port),
                             **({"ssl": ssl_ctx, "server_hostname": host} if ssl_ctx else {}),
+                            **source,
                         )
                     t0 = time.perf_counter()
                     # no per-request timer (it costs the generator): a reply that
@@ -561,8 +592,10 @@ async def cluster_phases(
         gc0 = await histogram(control, url, GC_PAUSE)
         cpu0 = {i: cluster.cpu_seconds(i) for i in cluster.procs}
         gen0 = time.process_time()
-        hostile = Hostile.start(opts, sec, url, ids) if sec is not None and opts.hostile else None
-        tasks += hostile.tasks if hostile is not None else []  # cancelled on any exit
+        hostile = None
+        if sec is not None and opts.hostile:
+            hostile = await HostileProcess.start(opts, url)
+            tasks.append(hostile.reaper)  # killed on any exit
         t_start = time.perf_counter()
         await asyncio.sleep(opts.duration)
         elapsed = time.perf_counter() - t_start
@@ -576,6 +609,7 @@ async def cluster_phases(
         fenced = await metric(control, url, FENCED_COUNT)
         window_to = await committed_offset(control, cluster)
         in_window = fences_in_log(cluster, window_from, window_to)
+        conn_counts = await connection_counts(control, cluster.urls)
         out["heartbeats"] = {
             "brokers": n,
             "interval_ms": opts.interval_ms,
@@ -588,6 +622,8 @@ async def cluster_phases(
             "errors": brokers.errors - errors0,
             "error_codes": dict(brokers.error_codes),
             "connections": n_conn,
+            # since each controller started: the listeners' evictions and refusals
+            "listener_counts": conn_counts,
             "leader_moves_followed": brokers.leader_moves,
             # every fence in the window is spurious: all brokers kept heartbeating.
             # Counted from the committed log, so a later leader's fences count too.
@@ -1521,6 +1557,12 @@ class BenchSecurity:
 
 
 MTLS_CONNECTS_PER_S = 500  # the mtls run's connection ramp (10,000 brokers: 20 s)
+MTLS_SOURCE_HOSTS = 250  # 127.0.1.1-250: 40 brokers a host at 10,000 (max.connections.per.ip 200)
+
+
+def mtls_source_ip(k: int) -> str:
+    """The loopback address mtls connection k comes from (brokers on their own hosts)."""
+    return f"127.0.1.{1 + k % MTLS_SOURCE_HOSTS}"
 
 
 class Hostile:
@@ -1674,11 +1716,64 @@ class Hostile:
         self.stop_flag = True
         await stop_tasks(self.tasks)
         return {
+            "process_cpu_s": round(time.process_time(), 1),
             "connections": len(self.tasks),
             "by_kind": self.stats,
             "answers": dict(sorted(self.codes.items())),
             "accepted_total": sum(v["accepted"] for v in self.stats.values()),
         }
+
+
+class HostileProcess:
+    """The hostile clients in a process of their own (`--hostile-worker`): in the load
+    generator's process they took its loop (its p99 lag was 690 ms), so the honest
+    brokers' latency measured the generator, not the controller."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        # cancelled (the finally of cluster_phases) on any exit: kills the worker
+        self.reaper = asyncio.create_task(self._reap())
+
+    @classmethod
+    async def start(cls, opts: argparse.Namespace, url: str) -> HostileProcess:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(Path(__file__).resolve()),
+            "--hostile-worker", "--hostile", str(opts.hostile), "--brokers", str(opts.brokers),
+            "--hostile-url", url,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, cwd=REPO,
+        )  # fmt: skip
+        return cls(proc)
+
+    async def _reap(self) -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            if self.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.kill()
+                await self.proc.wait()
+
+    async def stop(self) -> dict[str, Any]:
+        """SIGTERM: the worker stops its clients and prints its counts."""
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.stdout is not None
+        out = await asyncio.wait_for(self.proc.stdout.read(), 60)
+        await asyncio.wait_for(self.proc.wait(), 10)
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"hostile worker exited {self.proc.returncode}")
+        return json.loads(out.decode().strip().splitlines()[-1])
+
+
+async def hostile_worker(opts: argparse.Namespace) -> dict[str, Any]:
+    """`--hostile-worker`: run --hostile N clients against --hostile-url until SIGTERM."""
+    ids = list(range(1000, 1000 + opts.brokers))
+    sec = BenchSecurity.make("tokens", ids)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    hostile = Hostile.start(opts, sec, opts.hostile_url, ids)
+    await stop.wait()
+    return await hostile.stop()
 
 
 def raise_nofile(needed: int) -> None:
@@ -1897,10 +1992,15 @@ def main() -> int:
         "(tokens, mtls; plain runs the unsecured one beside them), instead of the plain run",
     )
     ap.add_argument("--snapshot-worker", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--hostile-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--hostile-url", help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     opts = ap.parse_args()
     if opts.snapshot_worker:
         print(json.dumps(snapshot_worker(opts.snapshot_worker, opts.dir)))
+        return 0
+    if opts.hostile_worker:
+        print(json.dumps(asyncio.run(hostile_worker(opts))), flush=True)
         return 0
     if opts.quick:
         opts.duration = 30.0
@@ -1937,6 +2037,13 @@ def main() -> int:
         if secure_modes and not opts.skip_cluster:
             opts.skip_cluster = True  # the modes below replace the plain run
             ids = list(range(1000, 1000 + opts.brokers))
+            if "mtls" in secure_modes:
+                # this process holds a TLS connection per broker: asyncio's SSL protocol
+                # keeps a 256 KiB read buffer each (2.5 GiB at 10,000); the controllers'
+                # listener reads into 32 KiB (kraft.server.limits), and so does the load
+                from asyncio import sslproto
+
+                sslproto.SSLProtocol.max_size = 32 * 1024
             for mode in secure_modes:
                 sec = None if mode == "plain" else BenchSecurity.make(mode, ids)
                 (tmp / mode).mkdir()

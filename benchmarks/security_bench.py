@@ -16,7 +16,8 @@
    authorizer) for --hostile-seconds while N connections from 127.0.0.2-127.0.0.9
    send forged tokens, stall a TLS record, or present another CA's certificate;
    reports honest p99, spurious fences and every hostile answer (a 200 is a
-   violation). Runs `benchmarks/controller_bench.py --secure tokens --hostile N`.
+   violation). Runs `benchmarks/controller_bench.py --secure tokens --hostile N`,
+   whose hostile clients run in a process of their own (not the honest load's).
 
 Run: `.venv/bin/python benchmarks/security_bench.py [--seconds 5] [--brokers 20]
 [--flood [--flood-seconds 300] [--flood-only]] [--hostile 1000 [--hostile-only]]`
@@ -165,7 +166,14 @@ def hostile_figures(hostile: int, brokers: int, seconds: float) -> dict[str, obj
         "honest_errors": hb["errors"],
         "spurious_fences": hb["spurious_fences"],
         "leader_changes": hb["leader_changes_in_window"],
+        # the honest brokers' generator and the hostile clients run in separate
+        # processes: a lagging generator would show here, not in the controller's p99
+        "generator_lag_p99_ms": hb["generator_lag_p99_ms"],
+        "cpu_cores": hb["cpu_cores"],
         "hostile": run.get("hostile"),
+        "hostile_refused_total": sum(
+            k["refused"] for k in (run.get("hostile") or {}).get("by_kind", {}).values()
+        ),
     }
 
 
