@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kraft.raft import roles  # a module import: roles imports this module too
 from kraft.raft.messages import NO_LEADER
-from kraft.raft.roles import role_of, send_votes
 from kraft.raft.state import (
     Candidate,
     ElectionState,
@@ -104,7 +104,7 @@ def _start_election(
     if len(s.granted & core.voters) >= core._majority():
         on_majority(core)
     else:
-        send_votes(core, s)
+        roles.send_votes(core, s)
 
 
 def become_leader(core: RaftCore) -> None:
@@ -138,7 +138,7 @@ def become_leader(core: RaftCore) -> None:
     if bootstrap is not None:
         core._membership.history.add(base + 2, bootstrap)
         voters_changed(core)
-    role_of(leader).poll(core, leader)  # BeginQuorumEpoch to the voters
+    roles.role_of(leader).poll(core, leader)  # BeginQuorumEpoch to the voters
     core._maybe_advance_hw()
 
 
@@ -146,7 +146,7 @@ def become_resigned(core: RaftCore, successors: tuple[int, ...]) -> None:
     others = set(core.voters - {core.node_id})
     r = Resigned(core.epoch, core._election_timeout(), successors, unacked=others)
     core._set_state(r)
-    role_of(r).poll(core, r)  # EndQuorumEpoch to the voters
+    roles.role_of(r).poll(core, r)  # EndQuorumEpoch to the voters
 
 
 def maybe_learn(core: RaftCore, epoch: int, leader_id: int) -> bool:
