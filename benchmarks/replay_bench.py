@@ -276,6 +276,8 @@ def bench_spark(
                     "seconds": round(elapsed, 2),
                     "records_per_s": round(n / elapsed),
                     "stages_s": {k: round(v, 2) for k, v in result["timings"].items()},
+                    # per stage: tasks, busy share of the slots, tail, driver gaps
+                    "task_profile": result.get("task_profile"),
                     "cpu_s_per_million": {
                         "jvm": round((after.jvm - before.jvm) / m, 2),
                         "python_workers": round((after.python - before.python) / m, 2),

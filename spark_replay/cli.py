@@ -9,15 +9,17 @@ batches' magic byte; a Kafka log is only ever opened for reading. Also runnable 
 virtualenv active, or PYSPARK_PYTHON set to its python, so that the driver and
 the tasks import `spark_replay`).
 
-Steps: decode every log file into the `records` table (one Spark task per file,
-see `spark_replay.records`; the same decoder as the `kraft_metadata_log` data
-source), the task also summarizing the file for the replay; check the as-of
-point, if any; the history tables by the segment-parallel replay of
-`spark_replay.replay_job` (the driver folds the summaries into each file's
-starting state, one task per file replays it, vectorised, and writes its part
-of each table); optionally the state as of an offset or time; then
+Steps (`spark_replay.replay_job.replay_log`): decode every log file into the
+`records` table (one Spark task per file, see `spark_replay.records`; the same
+decoder as the `kraft_metadata_log` data source), the task also summarizing the
+file for the replay; the history tables by the segment-parallel replay (the
+driver folds the summaries into each file's starting state as they arrive, one
+task per file replays it, vectorised, and writes its part of each table; a
+file's replay starts as soon as the files before it are summarized, so the two
+stages overlap); with an as-of point, the point is checked once the records are
+in and before any replay, and the state as of it is written; then
 `summary.json` and `report.html`. Each step prints one line on stderr when done
-(with records/s), and Spark's console progress bar shows the running stage.
+(with records/s).
 
 All or nothing: a failed run leaves none of its outputs behind (nor an earlier
 run's) under OUT. User errors (a missing directory, a corrupt segment, an offset
@@ -171,49 +173,34 @@ def _run(
     source: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     from spark_replay import history as H
-    from spark_replay.records import write_records_with
-    from spark_replay.replay_job import WORK, build_history, decode_and_prepare, spark_mapper
+    from spark_replay.replay_job import SparkRunner, replay_log
 
-    timings: dict[str, float] = {}
-    t = time.perf_counter()
-    # The records stage also summarizes each file it can (replay_job, step 1).
-    (out / WORK).mkdir(parents=True, exist_ok=True)
-    task = functools.partial(decode_and_prepare, out=str(out))
-    done = write_records_with(spark, files, out / "records", task)
-    stats = [s for s, _ in done]
-    info = H.info_from_stats(stats)
-    timings["records_s"] = time.perf_counter() - t
-    _progress(
-        f"records: {info.record_count} records from {len(files)} files, offsets "
-        f"{info.first_offset}..{info.last_offset} ({timings['records_s']:.1f} s, "
-        f"{info.record_count / max(timings['records_s'], 1e-9):,.0f} records/s)"
-    )
-    records = spark.read.parquet(str(out / "records"))
-
-    # The as-of point is checked before the expensive part: a bad one is a user error.
+    # Read back only when a later step queries it: opening the table is a Spark
+    # job of its own (the parts' footers), which the history does not need.
+    records = functools.cache(lambda: spark.read.parquet(str(out / "records")))
     offset: int | None = None
-    if as_of_offset is not None or as_of_time_ms is not None:
+
+    def check_as_of(info: Any) -> None:
+        """The as-of point is checked before the replay: a bad one is a user error."""
+        nonlocal offset
         offset = (
-            as_of_offset if as_of_offset is not None else H.offset_at_time(records, as_of_time_ms)  # type: ignore[arg-type]
+            as_of_offset if as_of_offset is not None else H.offset_at_time(records(), as_of_time_ms)  # type: ignore[arg-type]
         )
         H.check_in_history(info, offset)
 
+    as_of = as_of_offset is not None or as_of_time_ms is not None
     t = time.perf_counter()
-    sc = spark.sparkContext
-    timings.update(
-        build_history(
-            spark_mapper(spark),
-            files,
-            stats,
-            info,
-            out,
-            describe=sc.setJobDescription,
-            prepared=[x for _, x in done],
-        )
+    done = replay_log(
+        SparkRunner(spark),
+        files,
+        out,
+        progress=_progress,
+        before_history=check_as_of if as_of else None,
     )
+    info, timings, profile = done.info, done.timings, done.profile
     timings["tables_s"] = time.perf_counter() - t
     _progress(
-        f"history tables written ({timings['tables_s']:.1f} s, "
+        f"records and history tables written ({timings['tables_s']:.1f} s, "
         f"{max(1, info.record_count) / timings['tables_s']:,.0f} records/s)"
     )
     # From here on, read the written tables: cheap, and what a user would query.
@@ -221,7 +208,12 @@ def _run(
         info=info,
         **{name: spark.read.parquet(str(out / name)) for name in TABLES},
     )
-    result: dict[str, Any] = {"info": info.to_dict(), "timings": timings, **(source or {})}
+    result: dict[str, Any] = {
+        "info": info.to_dict(),
+        "timings": timings,
+        "task_profile": profile,
+        **(source or {}),
+    }
 
     if offset is not None:
         t = time.perf_counter()
@@ -254,8 +246,8 @@ def _run(
         t = time.perf_counter()
         summary = {
             **(source or {}),
-            "metadata_version": metadata_version(records),
-            **summarize(records, written),
+            "metadata_version": metadata_version(records()),
+            **summarize(records(), written),
         }
         write_report(out, summary, plots(written, summary["at_end"]))
         result["summary"] = summary

@@ -6,11 +6,10 @@
 `records` table and the four history tables as ``spark-replay`` (Parquet, through
 pyarrow), for complete logs (segments from offset 0, no starting snapshot).
 
-It runs the very functions the Spark tasks run, one file after another on one
-core: `spark_replay.replay_job.decode_and_prepare` per file (the records part
-and the file's summary from one decode), then `build_history` with a plain
-loop as its map (`serial_mapper`): the same vectorised replay (`segment_replay`),
-so the benchmark compares like with like. Memory is bounded by one file's rows
+It runs the very functions the Spark tasks run, one after another on one
+core: `spark_replay.replay_job.replay_log` with a `SerialRunner` (each file's
+records part and summary from one decode, then each file's vectorised replay,
+`segment_replay`), so the benchmark compares like with like. Memory is bounded by one file's rows
 and the partitions' states, as in a Spark task.
 """
 
@@ -34,9 +33,7 @@ def write_tables(log_dir: str | Path, out: str | Path, fmt: str = "auto") -> int
     OUT's table directories must not exist yet.
     """
     from spark_replay.datasource import list_log_files
-    from spark_replay.history import info_from_stats
-    from spark_replay.records import stats_from_dict
-    from spark_replay.replay_job import WORK, build_history, decode_and_prepare, serial_mapper
+    from spark_replay.replay_job import SerialRunner, replay_log
 
     out = Path(out)
     files = list_log_files(log_dir, fmt=fmt)
@@ -45,21 +42,8 @@ def write_tables(log_dir: str | Path, out: str | Path, fmt: str = "auto") -> int
             f"{log_dir}: the one-process replay reads complete logs only "
             "(segments from offset 0), not a history that starts from a snapshot"
         )
-    (out / "records").mkdir(parents=True)
-    (out / WORK).mkdir(parents=True)
-    done = [decode_and_prepare(i, f, str(out / "records"), str(out)) for i, f in enumerate(files)]
-    stats = [stats_from_dict(d) for d, _ in done]
-    info = info_from_stats(stats)
-    build_history(
-        serial_mapper,
-        files,
-        stats,
-        info,
-        out,
-        progress=lambda _m: None,
-        prepared=[x for _, x in done],
-    )
-    return info.record_count
+    done = replay_log(SerialRunner(), files, out, progress=lambda _m: None)
+    return done.info.record_count
 
 
 def main(argv: list[str] | None = None) -> int:

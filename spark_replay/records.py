@@ -4,10 +4,11 @@ Why not ``spark.read.format("kraft_metadata_log")...write.parquet()``: measured 
 this project (10M records, local[2]), handing the decoded Arrow batches to the JVM
 and letting Spark's Parquet writer encode them cost about 3 µs per record of CPU,
 several times the decoding itself; pyarrow's Parquet writer, in the same task that
-decoded the batches, costs about 0.4 µs. So this stage is an RDD job of one task
-per file (the data source's partitioning, the same parallelism) whose tasks write
-``part-NNNNN.parquet`` with pyarrow and return only their file's `FileStats`
-(counts, offsets, times, a few marker rows). The data source stays the way to
+decoded the batches, costs about 0.4 µs. So this stage is one task per file
+(the data source's partitioning, the same parallelism; run by
+`spark_replay.replay_job.replay_log`) whose tasks write ``part-NNNNN.parquet``
+with pyarrow and return only their file's `FileStats` (counts, offsets, times,
+a few marker rows). The data source stays the way to
 query a log directly (`spark_replay.datasource.read_log`); both use
 `spark_replay.decode.read_file`, so they decode identically.
 
@@ -21,10 +22,8 @@ partial records table is left behind.
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_replay.decode import ARROW_SCHEMA, FileStats, LogFile, file_stats, read_file
@@ -90,56 +89,6 @@ def write_part(
     return stats.to_dict()
 
 
-def write_records(spark: Any, files: list[LogFile], out_dir: str | Path) -> list[FileStats]:
-    """Write the records table of `files` under `out_dir` (replaced); their FileStats."""
-    return [s for s, _ in write_records_with(spark, files, out_dir, _write_part_only)]
-
-
-def _write_part_only(index: int, f: LogFile, target: str) -> tuple[dict[str, Any], None]:
-    return write_part(index, f, target), None
-
-
-def write_records_with(
-    spark: Any,
-    files: list[LogFile],
-    out_dir: str | Path,
-    task: Callable[[int, LogFile, str], tuple[dict[str, Any], Any]],
-) -> list[tuple[FileStats, Any]]:
-    """The records table of `files` under `out_dir` (replaced) by `task(index,
-    file, out_dir)`, which writes the file's part and returns its stats dict and
-    anything else it computed from the same decode; per file, (FileStats, that).
-
-    The biggest files are scheduled first, so that the last task to finish is a
-    small one (local[N] runs tasks in partition order).
-    """
-    out = Path(out_dir)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    items = sorted(
-        enumerate(files), key=lambda item: -os.path.getsize(item[1].path)
-    )  # (part index, file), biggest first
-    target = str(out)
-    sc = spark.sparkContext
-    sc.setJobDescription(f"spark-replay: decode {len(files)} log files into records")
-    try:
-        results = (
-            sc.parallelize(items, max(1, len(items)))
-            .map(lambda item: task(item[0], item[1], target))
-            .collect()
-        )
-    except BaseException:
-        # A failed file fails the job: the parts of the other files must not stay
-        # behind looking like a (partial) records table.
-        shutil.rmtree(out, ignore_errors=True)
-        raise
-    finally:
-        sc.setJobDescription(None)
-    (out / "_SUCCESS").touch()
-    by_path = {r["path"]: (r, x) for r, x in results}
-    return [(stats_from_dict(by_path[f.path][0]), by_path[f.path][1]) for f in files]
-
-
 def stats_from_dict(d: dict[str, Any]) -> FileStats:
     s = FileStats(path=d["path"], source=d["source"], snapshot_end_offset=d["snapshot_end_offset"])
     for k in (
@@ -153,4 +102,6 @@ def stats_from_dict(d: dict[str, Any]) -> FileStats:
     ):
         setattr(s, k, d[k])
     s.markers = [tuple(m) for m in d["markers"]]  # type: ignore[misc]
+    span = d.get("task_span")
+    s.task_span = None if span is None else tuple(span)  # type: ignore[assignment]
     return s

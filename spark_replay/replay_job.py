@@ -1,26 +1,31 @@
-"""The history tables of a decoded log, file-parallel: the job both `spark-replay`
-and the one-process replay run, only the map over files differs.
+"""The records table and the history tables of a log, file-parallel: the job
+both `spark-replay` and the one-process replay run, only the runner differs.
 
-After the records stage (one part per log file, `spark_replay.records`) and the
-LogInfo from its stats (offsets, transactions, the starting snapshot):
-
-1. *prepare* (one task per file): the file's events in apply order
-   (`segment_replay.file_events`) are written to ``OUT/_work/events-N.arrow``
-   and reduced to a `Summary` (a few kB per thousand partitions), returned to
-   the driver;
+1. *records* (one task per file, `decode_and_prepare`): the file's `records`
+   part, its stats and, from the same decode, the file's events in apply order
+   (`segment_replay.file_events`, written to ``OUT/_work/events-N.arrow``)
+   reduced to a `Summary` (a few kB per thousand partitions), for the files
+   that can tell their own plan; the others are read again (`prepare`) once
+   the driver knows every file's transactions;
 2. the driver folds the summaries in offset order into each file's starting
-   states and, backwards, the ends of the intervals left open at each file's
-   end (`starting_states`, `next_points`: a prefix and a suffix scan), and
-   writes broker_history (a few thousand rows) itself;
-3. *replay* (one task per file): `segment_replay.replay_file` from the
-   starting states, its rows written as ``part-N.parquet`` of each table.
+   states (`PrefixFold`, a prefix scan), as they arrive;
+3. *replay* (one task per file, `replay`): `segment_replay.replay_file` from
+   the starting state, its rows written as ``part-N.parquet`` of each table,
+   except a partition's last interval and offline window, whose end lies in a
+   later file: returned to the driver, which fills their ends from the
+   summaries once all are in (`next_points`, a suffix scan; `close_open`) and
+   writes them as one more part, with broker_history (a few thousand rows).
 
-`mapper(fn, items)` runs `fn` over `items` and returns the results in order: a
-Spark job of one task per item (`spark_mapper`) or a plain loop
-(`serial_mapper`). Tasks write under a temporary name and rename when complete,
-so a retried or failed task leaves no partial part; the driver writes
-``_SUCCESS`` once every task succeeded (and the caller removes the tables of a
-failed job). OUT must be on storage that the driver and every executor see.
+A file's replay starts as soon as the files before it are summarized, so the
+replay stage runs in the slots the records stage leaves idle (its tail, the
+driver's fold), with no barrier between them (`replay_log`).
+
+A runner runs the tasks: `SparkRunner` (each a one-task Spark job, submitted
+from driver threads) or `SerialRunner` (in the caller, one after another).
+Tasks write under a temporary name and rename when complete, so a retried or
+failed task leaves no partial part; the driver writes ``_SUCCESS`` once every
+task succeeded (and the caller removes the tables of a failed job). OUT must be
+on storage that the driver and every executor see.
 """
 
 from __future__ import annotations
@@ -31,29 +36,36 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from spark_replay.decode import ARROW_SCHEMA
-from spark_replay.records import part_name
+from spark_replay.records import part_name, stats_from_dict
 from spark_replay.segment_replay import (
     EVENT_SOURCE_COLUMNS,
+    OPEN_TABLES,
     Delta,
     Key,
     Point,
+    PrefixFold,
     Summary,
     Txn,
     broker_history,
+    close_open,
     file_events,
     next_points,
     replay_file,
     starting_states,
     summarize,
+    table_schema,
 )
-from spark_replay.tables import STATE_TYPES
+from spark_replay.tables import STATE_TYPES, TABLE_COLUMNS
 
-Mapper = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
+# A task's (start, end) wall time (time.time(): comparable across the processes
+# of one machine) and its CPU seconds: where a stage's time goes.
+Span = tuple[float, float, float]
 HISTORY_TABLES = ("partition_history", "leader_elections", "offline_partitions")
 WORK = "_work"
 
@@ -158,6 +170,7 @@ def decode_and_prepare(
 
     from spark_replay.records import write_part
 
+    t0, c0 = time.time(), time.process_time()
     kept: list[pa.RecordBatch] = []
     state_types = pa.array(STATE_TYPES)
     cols = list(EVENT_SOURCE_COLUMNS)
@@ -175,11 +188,13 @@ def decode_and_prepare(
 
     stats = write_part(index, f, records_dir, on_batch=keep)
     plan = own_plan(index, stats, records_dir)
-    if plan is None:
-        return stats, None
-    schema = pa.schema([ARROW_SCHEMA.field(c) for c in cols])
-    rows = pa.Table.from_batches(kept, schema=schema)
-    return stats, (plan, _prepare_rows(plan, out, rows))
+    prepared = None
+    if plan is not None:
+        schema = pa.schema([ARROW_SCHEMA.field(c) for c in cols])
+        rows = pa.Table.from_batches(kept, schema=schema)
+        prepared = (plan, _prepare_rows(plan, out, rows))
+    stats["task_span"] = (t0, time.time(), time.process_time() - c0)
+    return stats, prepared
 
 
 def _events_path(out: str, plan: FilePlan) -> str:
@@ -217,17 +232,25 @@ def replay(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    t0, c0 = time.time(), time.process_time()
     plan, out, start, ends, names = item
     with pa.memory_map(_events_path(out, plan)) as source:
         events = pa.ipc.open_file(source).read_all()
     tables = replay_file(events, start, ends, names)
+    counts: dict[str, Any] = {}
     for name, table in tables.items():
+        if name in OPEN_TABLES.values():
+            # a partition's last rows, whose ends the driver fills in (close_open)
+            counts[name], counts[f"{name}_rows"] = _to_ipc(table), table.num_rows
+            continue
         target = os.path.join(out, name, part_name(plan.index))
         _commit(
             target,
             lambda tmp, t=table: pq.write_table(t, tmp, compression="zstd", compression_level=1),
         )
-    return {name: t.num_rows for name, t in tables.items()}
+        counts[name] = table.num_rows
+    counts["task_span"] = (t0, time.time(), time.process_time() - c0)
+    return counts
 
 
 def _write_ipc(path: str, table: Any) -> None:
@@ -248,97 +271,314 @@ def _commit(final: str, write: Callable[[str], None]) -> None:
             os.remove(tmp)
 
 
-def serial_mapper(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-    return [fn(x) for x in items]
+class SerialRunner:
+    """Runs each task at once, in the caller (the one-process replay)."""
+
+    slots = 1
+
+    def submit(self, fn: Callable[[Any], Any], item: Any, lane: str) -> Future[Any]:
+        fut: Future[Any] = Future()
+        try:
+            fut.set_result(fn(item))
+        except BaseException as e:  # noqa: BLE001 — handed to whoever waits on it
+            fut.set_exception(e)
+        return fut
+
+    def cancel(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
-def spark_mapper(spark: Any) -> Mapper:
-    """One Spark task per item, the heaviest first (local[N] runs tasks in order)."""
-    sc = spark.sparkContext
+class SparkRunner:
+    """Each task a Spark job of one task, submitted from driver threads, at most
+    `slots` at a time per lane ("records", "replay"). A free slot goes to the
+    oldest job waiting (Spark's FIFO scheduler), so a file's replay submitted
+    while records tasks are still to come runs before the next of those: the
+    replay stage fills the slots the records stage leaves idle, with no barrier
+    between the two."""
 
-    def run(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        if not items:
-            return []
-        order = sorted(range(len(items)), key=lambda i: -items[i][0].weight)
-        results = sc.parallelize([items[i] for i in order], len(items)).map(fn).collect()
-        out: list[Any] = [None] * len(items)
-        for i, r in zip(order, results, strict=True):
-            out[i] = r
-        return out
+    def __init__(self, spark: Any) -> None:
+        self.sc = spark.sparkContext
+        self.slots = max(1, int(self.sc.defaultParallelism))
+        self.group = f"spark-replay-{uuid.uuid4().hex}"  # to cancel this run's jobs only
+        self.pools = {
+            lane: ThreadPoolExecutor(self.slots, thread_name_prefix=f"spark-replay-{lane}")
+            for lane in ("records", "replay")
+        }
 
-    return run
+    def submit(self, fn: Callable[[Any], Any], item: Any, lane: str) -> Future[Any]:
+        return self.pools[lane].submit(self._job, fn, item, lane)
+
+    def _job(self, fn: Callable[[Any], Any], item: Any, lane: str) -> Any:
+        self.sc.setJobGroup(self.group, f"spark-replay: {lane}")
+        return self.sc.parallelize([item], 1).map(fn).collect()[0]
+
+    def cancel(self) -> None:
+        """Stop what is queued and running (a task failed)."""
+        for pool in self.pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+        self.sc.cancelJobGroup(self.group)
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+Runner = SerialRunner | SparkRunner
+
+
+def _records_task(item: tuple[int, Any, str, str]) -> tuple[dict[str, Any], Any]:
+    return decode_and_prepare(*item)
+
+
+def _to_ipc(table: Any) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(data: bytes) -> Any:
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(data).read_all()
+
+
+def stage_profile(spans: list[Span], start: float, end: float, slots: int) -> dict[str, Any]:
+    """Where a stage's wall time went, from its tasks' spans (`start`/`end`: the
+    driver's time.time() around the stage; `slots`: the tasks that can run at once).
+
+    `busy`: the tasks' share of slots x wall; `before_first_task_s`: scheduling and
+    task shipping before any task ran; `tail_s`: the last task running alone
+    (one slot idle) after the one before it ended; `after_last_task_s`: collecting
+    results and the driver's work after every task ended."""
+    if not spans:
+        return {"tasks": 0, "wall_s": round(end - start, 3)}
+    ends = sorted(s[1] for s in spans)
+    task_s = sum(s[1] - s[0] for s in spans)
+    wall = max(end - start, 1e-9)
+    return {
+        "tasks": len(spans),
+        "slots": slots,
+        "wall_s": round(wall, 3),
+        "task_s": round(task_s, 3),
+        "task_cpu_s": round(sum(s[2] for s in spans), 3),
+        "longest_task_s": round(max(s[1] - s[0] for s in spans), 3),
+        "busy": round(task_s / (wall * slots), 3),
+        "before_first_task_s": round(min(s[0] for s in spans) - start, 3),
+        "tail_s": round(ends[-1] - ends[-2], 3) if len(ends) > 1 and slots > 1 else 0.0,
+        "after_last_task_s": round(end - ends[-1], 3),
+    }
 
 
 def _progress(msg: str) -> None:
     print(f"spark-replay: {msg}", file=sys.stderr, flush=True)
 
 
-def build_history(
-    mapper: Mapper,
-    files: list[Any],
-    stats: list[Any],
-    info: Any,
-    out: str | Path,
-    describe: Callable[[str | None], None] = lambda _d: None,
-    progress: Callable[[str], None] = _progress,
-    prepared: list[tuple[FilePlan, Summary] | None] | None = None,
-) -> dict[str, float]:
-    """The four history tables under `out` (whose `records/` is written); timings.
+@dataclass
+class LogReplay:
+    """What `replay_log` hands back: per file its stats, the LogInfo, the steps'
+    seconds and where each stage's time went."""
 
-    `prepared`: per file (records part order), what `decode_and_prepare` did in
-    the records stage; step 1 runs only for the files whose plan it missed.
+    stats: list[Any]
+    info: Any
+    timings: dict[str, float]
+    profile: dict[str, Any]
+    # files replayed before the records stage ended whose replay stood (their
+    # plan was the driver's final one)
+    early_replays: int = 0
+
+
+def replay_log(
+    runner: Runner,
+    files: list[Any],
+    out: str | Path,
+    progress: Callable[[str], None] = _progress,
+    before_history: Callable[[Any], None] | None = None,
+) -> LogReplay:
+    """The records table and the four history tables of `files` under `out`.
+
+    The records stage (one task per file: `decode_and_prepare`) and the replay
+    stage overlap: a file is replayed (`replay`, with its open-ended rows kept
+    apart) as soon as every file before it is summarized and could tell its own
+    plan (whole transactions, no starting snapshot), from the starting state
+    folded so far (`PrefixFold`). The rest waits for the driver's plan of every
+    file (`plan_files`): files crossed by a transaction are read again
+    (`prepare`) and replayed then. Once every file is summarized, the ends of
+    the rows left open (`next_points`) are filled in (`close_open`) and written
+    as one more part, with broker_history.
+
+    `before_history(info)`, if given, runs once the records stage is done and
+    before any replay (e.g. to check an as-of offset first); then nothing is
+    replayed early.
     """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spark_replay.history import info_from_stats
+
     out = Path(out)
-    timings: dict[str, float] = {}
-    plans = plan_files(files, stats, info, out / "records")
-    n = max(1, info.record_count)
+    records_dir = out / "records"
+    records_dir.mkdir(parents=True)
     work = out / WORK
     work.mkdir(parents=True, exist_ok=True)
     for name in (*HISTORY_TABLES, "broker_history"):
         (out / name).mkdir(parents=True, exist_ok=True)
-    t = time.perf_counter()
-    describe(f"spark-replay: summarize {len(plans)} files")
-    done = {}
-    for p in plans:
-        got = prepared[p.index] if prepared else None
-        if got is not None and replace(got[0], weight=0) == replace(p, weight=0):
-            done[p.index] = got[1]
-    todo = [p for p in plans if p.index not in done]
-    done.update(
-        zip((p.index for p in todo), mapper(prepare, [(p, str(out)) for p in todo]), strict=True)
-    )
-    summaries = [done[p.index] for p in plans]
-    timings["summaries_s"] = time.perf_counter() - t
-    progress(
-        f"summaries: {len(plans)} files ({len(todo)} read again: a transaction "
-        f"crosses them or a snapshot starts the history; {timings['summaries_s']:.1f} s)"
-    )
-    t = time.perf_counter()
-    starts = starting_states(summaries)
-    ends = next_points(summaries, [list(s.first_event) for s in summaries])
-    names: dict[str, str] = {}
-    brokers = []
-    for s in summaries:
-        names.update(s.names)
-        brokers.extend(s.brokers)
-    import pyarrow.parquet as pq
+    timings: dict[str, float] = {}
+    slots = runner.slots
+    t0, wall0 = time.perf_counter(), time.time()
+    early = before_history is None and bool(files) and files[0].base_offset == 0
+    early = early and all(f.source == "segment" for f in files)
+    try:
+        pending = [
+            runner.submit(_records_task, (i, f, str(records_dir), str(out)), "records")
+            for i, f in enumerate(files)
+        ]
+        fold, names = PrefixFold(), {}
+        replays: dict[int, tuple[FilePlan, Future[Any]]] = {}
+        # per file replayed early: the plan and summary it was replayed with
+        early_plans: dict[int, tuple[FilePlan, Summary]] = {}
+        done: list[tuple[dict[str, Any], tuple[FilePlan, Summary] | None]] = []
+        cut, txn_open = 0, False  # files [cut, i] wait for an open transaction's end
+        for i, fut in enumerate(pending):
+            done.append(fut.result())
+            for _offset, kind, *_rest in sorted(done[-1][0]["markers"]):
+                if kind == "BeginTransactionRecord":
+                    txn_open = True
+                elif kind in ("EndTransactionRecord", "AbortTransactionRecord"):
+                    txn_open = False
+            if not early or txn_open:
+                continue
+            # No transaction is open at this file's end: the plans of the files
+            # up to here are final (those of the driver's plan_files over all).
+            head = [stats_from_dict(d) for d, _ in done]
+            window = [
+                replace(p, weight=0)
+                for p in plan_files(files[: i + 1], head, info_from_stats(head), records_dir)
+                if p.index >= cut
+            ]
+            again = {}
+            for p in window:
+                got = done[p.index][1]
+                if got is None or replace(got[0], weight=0) != p:
+                    # a transaction crossed it: its events and summary by this plan
+                    again[p.index] = runner.submit(prepare, (p, str(out)), "records")
+            for p in window:
+                summary = again[p.index].result() if p.index in again else done[p.index][1][1]  # type: ignore[index]
+                start = fold.push(summary)
+                names.update(summary.names)
+                early_plans[p.index] = (p, summary)
+                item = (p, str(out), start, None, dict(names))
+                replays[p.index] = (p, runner.submit(replay, item, "replay"))
+            cut = i + 1
+        (records_dir / "_SUCCESS").touch()
+        records_end = time.time()
+        stats = [stats_from_dict(d) for d, _ in done]
+        info = info_from_stats(stats)
+        timings["records_s"] = time.perf_counter() - t0
+        n = max(1, info.record_count)
+        progress(
+            f"records: {info.record_count} records from {len(files)} files, offsets "
+            f"{info.first_offset}..{info.last_offset} ({timings['records_s']:.1f} s, "
+            f"{n / timings['records_s']:,.0f} records/s; {len(replays)} files replayed meanwhile)"
+        )
+        if before_history is not None:
+            before_history(info)
 
-    bh = broker_history(brokers)
-    _commit(str(out / "broker_history" / part_name(0)), lambda tmp: pq.write_table(bh, tmp))
-    timings["fold_s"] = time.perf_counter() - t
-    progress(f"starting states folded, broker_history written ({timings['fold_s']:.1f} s)")
-    t = time.perf_counter()
-    describe(f"spark-replay: replay {len(plans)} files")
-    items = [(p, str(out), starts[i], ends[i], names) for i, p in enumerate(plans)]
-    counts = mapper(replay, items)
-    describe(None)
-    for name in (*HISTORY_TABLES, "broker_history"):
-        (out / name / "_SUCCESS").touch()
-    shutil.rmtree(work, ignore_errors=True)
-    timings["replay_s"] = time.perf_counter() - t
-    rows = {name: sum(c[name] for c in counts) for name in HISTORY_TABLES}
+        t = time.perf_counter()
+        plans = plan_files(files, stats, info, records_dir)
+        summaries: dict[int, Summary] = {}
+        for p in plans:
+            got = early_plans.get(p.index) or done[p.index][1]
+            if got is not None and replace(got[0], weight=0) == replace(p, weight=0):
+                summaries[p.index] = got[1]
+        todo = [p for p in plans if p.index not in summaries]
+        again = [runner.submit(prepare, (p, str(out)), "records") for p in todo]
+        summaries.update(zip((p.index for p in todo), (f.result() for f in again), strict=True))
+        timings["summaries_s"] = time.perf_counter() - t
+        if todo:
+            progress(
+                f"summaries: {len(todo)} of {len(plans)} files read again (a transaction "
+                f"crosses them or a snapshot starts the history; {timings['summaries_s']:.1f} s)"
+            )
+        # The early replays stand for the leading files whose plan is the final
+        # one (then so are their starting states); the rest are replayed now.
+        ordered = [summaries[p.index] for p in plans]
+        starts = starting_states(ordered)
+        all_names: dict[str, str] = {}
+        for summary in ordered:
+            all_names.update(summary.names)
+        standing, early_replays = True, 0
+        for i, p in enumerate(plans):
+            got = replays.get(p.index)
+            standing = standing and got is not None and got[0] == replace(p, weight=0)
+            early_replays += standing
+            if not standing:
+                if got is not None:
+                    got[1].result()  # it writes the same parts: let it finish first
+                item = (p, str(out), starts[i], None, all_names)
+                replays[p.index] = (p, runner.submit(replay, item, "replay"))
+        # While the last replays run: where the rows they leave open end, and
+        # broker_history; then each file's open rows as its replay returns.
+        t = time.perf_counter()
+        ends = next_points(ordered, [list(s.first_event) for s in ordered])
+        bh = broker_history([ev for summary in ordered for ev in summary.brokers])
+        _commit(str(out / "broker_history" / part_name(0)), lambda tmp: pq.write_table(bh, tmp))
+        timings["fold_s"] = time.perf_counter() - t
+        closed: dict[str, list[Any]] = {name: [] for name in OPEN_TABLES}
+        counts: dict[int, dict[str, Any]] = {}
+        for i, p in enumerate(plans):
+            got = counts[p.index] = replays[p.index][1].result()
+            for name, open_name in OPEN_TABLES.items():
+                which = 0 if name == "partition_history" else 1
+                closed[name].append(close_open(_from_ipc(got[open_name]), ends[i], which))
+        replay_end = time.time()
+        t = time.perf_counter()
+        for name, tables in closed.items():
+            table = (
+                pa.concat_tables(tables)
+                if tables
+                else table_schema(TABLE_COLUMNS[name]).empty_table()
+            )
+            _commit(
+                str(out / name / part_name(len(files))),
+                lambda tmp, t=table: pq.write_table(
+                    t, tmp, compression="zstd", compression_level=1
+                ),
+            )
+        for name in (*HISTORY_TABLES, "broker_history"):
+            (out / name / "_SUCCESS").touch()
+        shutil.rmtree(work, ignore_errors=True)
+        timings["open_rows_s"] = time.perf_counter() - t
+    except BaseException:
+        runner.cancel()
+        raise
+    finally:
+        runner.close()
+    timings["replay_s"] = time.perf_counter() - t0 - timings["records_s"]
+    rows = {name: sum(c[name] for c in counts.values()) for name in HISTORY_TABLES}
+    rows["partition_history"] += sum(counts[p.index]["partition_history_open_rows"] for p in plans)
+    rows["offline_partitions"] += sum(counts[p.index]["offline_open_rows"] for p in plans)
     progress(
         f"replay: {rows['partition_history']} intervals, {rows['leader_elections']} elections "
-        f"({timings['replay_s']:.1f} s, {n / timings['replay_s']:,.0f} records/s)"
+        f"({timings['replay_s']:.1f} s after the records stage; the rows left open "
+        f"written in {timings['open_rows_s']:.1f} s)"
     )
-    return timings
+    profile = {
+        "records": stage_profile(
+            [s.task_span for s in stats if s.task_span], wall0, records_end, slots
+        ),
+        "replay": stage_profile(
+            [c["task_span"] for c in counts.values()], wall0, replay_end, slots
+        ),
+        "files": len(plans),
+        "replayed_early": early_replays,
+        "replayed_during_records": sum(
+            1 for c in counts.values() if c["task_span"][0] < records_end
+        ),
+    }
+    return LogReplay(stats, info, timings, profile, early_replays)

@@ -163,22 +163,38 @@ def compose(a: Summary, b: Summary) -> Summary:
     )
 
 
+class PrefixFold:
+    """The exclusive prefix scan of `compose`, one file at a time, in place: the
+    driver can hand a file its starting state as soon as the files before it
+    are summarized."""
+
+    def __init__(self) -> None:
+        self.state: dict[Key, Delta] = {}
+        self.by_topic: dict[str, set[Key]] = {}
+
+    def push(self, s: Summary) -> dict[Key, Delta]:
+        """The starting state of the file `s` summarizes (of the partitions it
+        touches); then folds `s` in."""
+        state = self.state
+        start = {k: state[k] for k in s.first_event if k in state}
+        for k, d in s.deltas.items():
+            prev = state.get(k)
+            if prev is None:
+                state[k] = d
+                self.by_topic.setdefault(k[0], set()).add(k)
+            else:
+                state[k] = prev.then(d)
+        for topic in s.removed:
+            for k in self.by_topic.pop(topic, ()):
+                del state[k]
+        return start
+
+
 def starting_states(summaries: list[Summary]) -> list[dict[Key, Delta]]:
     """Each file's starting state of the partitions it touches: the fold of the
     summaries before it (an exclusive prefix scan of `compose`, done in place)."""
-    state: dict[Key, Delta] = {}
-    by_topic: dict[str, set[Key]] = {}
-    out = []
-    for s in summaries:
-        out.append({k: state[k] for k in s.first_event if k in state})
-        for k, d in s.deltas.items():
-            prev = state.get(k)
-            state[k] = d if prev is None else prev.then(d)
-            by_topic.setdefault(k[0], set()).add(k)
-        for topic in s.removed:
-            for k in by_topic.pop(topic, ()):
-                del state[k]
-    return out
+    fold = PrefixFold()
+    return [fold.push(s) for s in summaries]
 
 
 def next_points(
@@ -739,21 +755,35 @@ def election_causes(
     return cause, broker
 
 
+# replay_file(ends=None)'s tables of the rows whose end lies in a later file.
+OPEN_TABLES = {"partition_history": "partition_history_open", "offline_partitions": "offline_open"}
+
+
 def replay_file(
     events: pa.Table,
     start: dict[Key, Delta],
-    ends: dict[Key, tuple[Point | None, Point | None]],
+    ends: dict[Key, tuple[Point | None, Point | None]] | None,
     names: dict[str, str],
 ) -> dict[str, pa.Table]:
     """partition_history, leader_elections and offline_partitions rows of what
     starts in this file, replayed from `start` (`starting_states`), with the
-    intervals still open at its end closed by `ends` (`next_points`)."""
+    intervals still open at its end closed by `ends` (`next_points`).
+
+    `ends=None`: the later files are not known yet (the summaries of the files
+    after this one need not exist: a file is replayed as soon as the ones
+    before it are summarized). The rows whose end lies in a later file (at
+    most a partition's last interval and offline window) then come apart, in
+    `OPEN_TABLES`, with null ends, for `close_open` once every file is
+    summarized."""
     c = carry(events, start)
     removed = _removals(events)
     same_next, _last = _group_bounds(c)
     nothing: tuple[Point | None, Point | None] = (None, None)
-    event_end = _points([removed.get(k[0]) or ends.get(k, nothing)[0] for k in c.keys])
-    online_end = _points([removed.get(k[0]) or ends.get(k, nothing)[1] for k in c.keys])
+    later = ends or {}
+    event_end = _points([removed.get(k[0]) or later.get(k, nothing)[0] for k in c.keys])
+    online_end = _points([removed.get(k[0]) or later.get(k, nothing)[1] for k in c.keys])
+    # per group: does its end come from a later file (no removal of its topic here)
+    ends_later = np.array([k[0] not in removed for k in c.keys], bool)
     next_at, next_time = _next_in_file(c, same_next, event_end)
     visible = ~c.is_start & (next_at != c.at)
     topic_ids = pa.array(c.topics, pa.string())
@@ -783,6 +813,9 @@ def replay_file(
         "end_time_ms": _int_col(next_time[h], "end_time_ms"),
     }
     out["partition_history"] = _table(cols, PARTITION_HISTORY_COLUMNS)
+    if ends is None:
+        # a group's last visible row ends where its partition's next record applies
+        _split_open(out, "partition_history", ~same_next[h] & ends_later[c.group[h]])
 
     is_pr = c.code == PR
     e = np.flatnonzero(~c.is_start & (is_pr | c.sets_leader) & ~c.from_snapshot)
@@ -835,14 +868,39 @@ def replay_file(
         "leader_epoch": _int_col(c.leader_epoch[e], "leader_epoch"),
     }
     out["leader_elections"] = _table(cols, LEADER_ELECTIONS_COLUMNS)
-    out["offline_partitions"] = _offline(c, visible, online_end, key_columns)
+    out["offline_partitions"], groups, inside = _offline(c, visible, online_end, key_columns)
+    if ends is None:
+        _split_open(out, "offline_partitions", ~inside & ends_later[groups])
     return out
+
+
+def _split_open(out: dict[str, pa.Table], name: str, later: np.ndarray) -> None:
+    table = out[name]
+    mask = pa.array(later)
+    out[OPEN_TABLES[name]] = table.filter(mask)
+    out[name] = table.filter(pc.invert(mask))
+
+
+def close_open(
+    table: pa.Table, ends: dict[Key, tuple[Point | None, Point | None]], which: int
+) -> pa.Table:
+    """An OPEN_TABLES table of one file with its ends from `next_points` (the
+    file's `ends`; `which`: 0 an interval's end, 1 an offline window's)."""
+    keys = zip(
+        table.column("topic_id").to_pylist(), table.column("partition_id").to_pylist(), strict=True
+    )
+    at, time_ms = _points([ends.get(k, (None, None))[which] for k in keys])
+    i = table.schema.get_field_index("end_offset")
+    table = table.set_column(i, "end_offset", _int_col(at, "end_offset"))
+    i = table.schema.get_field_index("end_time_ms")
+    return table.set_column(i, "end_time_ms", _int_col(time_ms, "end_time_ms"))
 
 
 def _offline(
     c: Carried, visible: np.ndarray, online_end: tuple[np.ndarray, np.ndarray], key_columns: Any
-) -> pa.Table:
-    """Maximal runs of visible leaderless states that start in this file."""
+) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """Maximal runs of visible leaderless states that start in this file; per
+    row, its group and whether it ends in this file."""
     mp = np.flatnonzero(c.is_start | visible)
     grp = c.group[mp]
     offline = (c.leader[mp] != NULL) & (c.leader[mp] < 0)
@@ -869,7 +927,7 @@ def _offline(
         "start_time_ms": _int_col(c.at_time[rows], "start_time_ms"),
         "end_time_ms": _int_col(end_time, "end_time_ms"),
     }
-    return _table(cols, OFFLINE_PARTITIONS_COLUMNS)
+    return _table(cols, OFFLINE_PARTITIONS_COLUMNS), grp[starts], inside
 
 
 def _table(cols: dict[str, pa.Array], columns: tuple[str, ...]) -> pa.Table:

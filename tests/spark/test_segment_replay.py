@@ -18,11 +18,13 @@ from hypothesis import strategies as st
 from spark_replay.decode import ARROW_SCHEMA
 from spark_replay.segment_replay import (
     EVENT_SOURCE_COLUMNS,
+    OPEN_TABLES,
     Delta,
     Summary,
     Txn,
     _members,
     broker_history,
+    close_open,
     compose,
     file_events,
     next_points,
@@ -198,6 +200,19 @@ def test_files_replayed_from_their_starting_states_equal_one_replay_of_the_log(
     parts = [replay_file(e, starts[i], ends[i], names) for i, e in enumerate(files)]
     for name, t in whole.items():
         assert _sorted_rows(pa.concat_tables([p[name] for p in parts])) == _sorted_rows(t), name
+    # replayed before any later file is known (ends=None, the topic names of the
+    # files so far), the rows that end in a later file closed afterwards
+    early: list[dict[str, pa.Table]] = []
+    known: dict[str, str] = {}
+    for i, e in enumerate(files):
+        known.update(summaries[i].names)
+        early.append(replay_file(e, starts[i], None, dict(known)))
+    for name, t in whole.items():
+        rows = [p[name] for p in early]
+        if name in OPEN_TABLES:
+            which = 0 if name == "partition_history" else 1
+            rows += [close_open(p[OPEN_TABLES[name]], ends[i], which) for i, p in enumerate(early)]
+        assert _sorted_rows(pa.concat_tables(rows)) == _sorted_rows(t), name
 
 
 def test_delta_then_keeps_the_last_set_value_and_adds_the_counts() -> None:
