@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SIM_SEEDS ?= 500
+SIM_SEEDS ?= 1000
 CHAOS_MINUTES ?= 2
 
 .PHONY: install java-runtime browser test test-random demo chaos bench lint sim clean certs fuzz
@@ -86,12 +86,13 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The deterministic simulators: SIM_SEEDS seeds of the Raft and controller models
-# (tests/sim) and DSIM_SEEDS of the deployed code (tests/dsim: the real node, Raft
-# driver, controller service and file log on a simulated loop, network and disk),
-# over min(2, CPUs) processes; SIM_SEED=N replays one seed (SIM_TRACE=1 adds the
-# event trace to a failure).
-DSIM_SEEDS ?= 500
+# The deterministic simulators, 2,100 seeds by default: SIM_SEEDS of the Raft core
+# (tests/sim, plus 100 of the figure-8 schedule) and DSIM_SEEDS of the deployed code
+# (tests/dsim: the real node, Raft driver, controller service, controller and file log
+# on a simulated loop, network and disk, driven by scripted broker agents, an admin
+# and a fault injector), over min(2, CPUs) processes; SIM_SEED=N replays one seed
+# (SIM_TRACE=1 adds the event trace to a failure). make test runs 500 + 100 + 100.
+DSIM_SEEDS ?= 1000
 sim: install
 	SIM_SEEDS=$(SIM_SEEDS) DSIM_SEEDS=$(DSIM_SEEDS) $(BIN)/python -m pytest -q -p no:cacheprovider tests/sim tests/dsim
 

@@ -3,37 +3,33 @@
 What runs is the code a `kraft controller` process runs, minus the HTTP
 listener: `ControllerNode` (kraft/server/node.py: the RaftListener glue, the
 standby's chunked replay, snapshots and trimming) with its real `RaftClient`
-driver, its real `ControllerService` event queue, commit waiting and deadlines,
-its real `FileReplicatedLog` over metadata_log's FileLog (write, flush-in-a-job,
-fsync ordering, recovery after a crash) and its real quorum-state file. Only the
-world around it is simulated, all from one seed:
+driver, its real `ControllerService` event queue, commit waiting, deadlines,
+fence checks, idle NoOps, leader balancing and large writes as metadata
+transactions, its real `FileReplicatedLog` over metadata_log's FileLog (write,
+flush-in-a-job, fsync ordering, recovery after a crash) and its real
+quorum-state file. Only the world around it is simulated, all from one seed:
 
 - time and scheduling: one SimLoop (tests/dsim/loop.py), virtual time, no
-  thread, no socket, no sleep;
+  thread, no socket, no sleep; a controller process can be paused (a busy or
+  stalled process: its callbacks wait, everyone else runs);
 - the network: SimTransport (tests/dsim/net.py) through the real wire codec,
   with delays, drops, slow paths and partitions that include the brokers;
 - the disk: real files whose durability SimDisk (tests/dsim/disk.py) decides: a
   crash keeps what was fsynced (plus sometimes a torn tail), an fsync can fail
-  (the node must stop and never retry), flushes can stall;
-- brokers that register and heartbeat through the routes' own service wrapper
-  (`_RoutesService`), fall silent, shut down in a controlled way and register
-  again; an admin that creates topics.
+  (the node must stop and never retry), flushes can stall.
 
-Invariants, checked as events happen and at the end:
-- at most one leader per epoch;
-- every node hands the listener the same batch at the same offset (committed
-  prefixes never diverge nor change, across crashes and snapshot loads);
-- an acknowledged registration or topic creation is in the committed log (a
-  reply means committed: ControllerService's commit handling);
-- no controller fences a broker that heartbeat to it, while it was active,
-  within the session timeout (nor within a session of its activation or the
-  broker's registration);
-- in every controller's image no partition is led by a fenced or unregistered
-  broker and every leader is in its ISR;
-- committed images are equal at equal offsets, and equal on every node at the end;
-- a failed fsync stops the node and is never retried by it;
-- once the faults stop, a leader is elected and every node converges on one
-  more acknowledged write within LIVENESS_BOUND_MS.
+The scripted actors (tests/dsim/actors.py) drive it: broker agents (register,
+heartbeat, follow NOT_CONTROLLER, AlterPartition from their view of the log,
+silences, crashes, controlled shutdowns, want_fence), an admin client (topics,
+partitions, configs, elections, unregistrations, reassignments), a fault
+injector, and the checker (tests/dsim/checks.py: what is checked). Commands go
+through the routes' own service wrapper with the routes' command names.
+
+The run: SimParams from the seed, the faults for `duration_ms`, then healing:
+a leader is elected and every node converges on one more acknowledged write,
+every broker is back registered and unfenced, and a broker that falls silent is
+fenced within its session (plus a second) with its leaderships moved, all within
+LIVENESS_BOUND_MS.
 
 The trace (leader changes, commits, faults, acks) is hashed; the same seed gives
 the same hash under any PYTHONHASHSEED (tests/dsim/test_dsim.py checks it).
@@ -44,40 +40,31 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextvars
+import dataclasses
 import hashlib
 import logging
 import os
 import random
 import shutil
 import tempfile
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kraft.controller.errors import ApiError
-from kraft.controller.requests import (
-    BrokerHeartbeatRequest,
-    CreateTopicRequest,
-    RegisterBrokerRequest,
-)
 from kraft.raft.state import LeaderAndEpoch
 from kraft.raft_shell.driver import CommittedBatch
+from kraft.server.controller_service import ControllerService
 from kraft.server.node import (
     META_PROPERTIES,
     ControllerNode,
     NodeSettings,
-    _RoutesService,
     _write_meta,
     derive_cluster_id,
 )
-from kraft.server.routes import HEARTBEAT, heartbeat_command
-from metadata_log.image import MetadataImage
-from metadata_log.records import (
-    Endpoint,
-    RegisterBrokerRecord,
-    TopicRecord,
-)
 from metadata_log.snapshot import SnapshotId
+from tests.dsim.checks import Checker, digest
 from tests.dsim.disk import SimDisk
 from tests.dsim.loop import OWNER, SimLoop
 from tests.dsim.net import NetParams, SimNetwork, SimTransport
@@ -85,17 +72,18 @@ from tests.sim.simulator import InvariantViolation
 
 WALL_ORIGIN_MS = 1_700_000_000_000  # the simulated wall clock at time 0
 BROKER_BASE_ID = 10
+ADMIN = -1  # the admin client's network address
 LIVENESS_BOUND_MS = 40_000
-FAULT_KINDS = ("drop", "reorder", "partition", "crash", "flush_stall", "fsync_fail", "silence")
+FAULT_KINDS = ("drop", "reorder", "partition", "crash", "flush_stall", "fsync_fail", "stall")
+
+# ("ok", reply, committed offset) | ("err", code, leader hint) | ("down",)
+Outcome = tuple[Any, ...]
+Generate = Callable[[Any, int, int], Any]
 
 
 def _scratch_root() -> Path:
     base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
     return Path(tempfile.mkdtemp(prefix="kraft-dsim-", dir=base))
-
-
-def _digest(img: MetadataImage) -> bytes:
-    return hashlib.sha1(repr((img.to_dict(), img.in_transaction)).encode()).digest()
 
 
 @dataclass
@@ -106,18 +94,25 @@ class Params:
     duration_ms: int
     session_ms: int
     heartbeat_ms: int
+    request_timeout_ms: int
     raft: dict[str, int]
     snapshot_bytes: int
+    max_batch_bytes: int  # small: most writes become metadata transactions
+    fetch_max_bytes: int  # 1: one batch a fetch, followers often hold part of a transaction
     flush_ms: tuple[int, int]
     stall: float
     crash_every: tuple[int, int]
     leader_crash: float
+    elr: bool  # eligible.leader.replicas.version bootstrapped at 1
+    min_isr: int
+    balance_s: int  # leader.imbalance.check.interval.seconds
+    balance_batch: int  # leader.imbalance.max.elections.per.batch
 
 
 def build_params(seed: int) -> Params:
     rng = random.Random(f"dsim-params/{seed}")
     faults = frozenset(
-        FAULT_KINDS if seed % 8 == 0 else [k for k in FAULT_KINDS if rng.random() < 0.55]
+        FAULT_KINDS if seed % 8 == 0 else [k for k in FAULT_KINDS if rng.random() < 0.5]
     )
     fast = rng.random() < 0.5
     raft = (
@@ -125,32 +120,28 @@ def build_params(seed: int) -> Params:
         if fast
         else {"election": 1000, "fetch": 2000, "wait": 500, "request": 2000}
     )
+    session_ms, heartbeat_ms = rng.choice([(1500, 300), (2000, 450), (3000, 500)])
     return Params(
         n_voters=rng.choice([3, 3, 5]),
-        n_brokers=rng.randint(3, 5),
+        n_brokers=rng.randint(3, 6),
         faults=faults,
-        duration_ms=rng.randint(8_000, 15_000),
-        session_ms=rng.choice([1_500, 3_000]),
-        heartbeat_ms=rng.choice([200, 500]),
+        duration_ms=rng.randint(8_000, 14_000),
+        session_ms=session_ms,
+        heartbeat_ms=heartbeat_ms,
+        request_timeout_ms=rng.choice([600, 1000, 3000]),
         raft=raft,
         snapshot_bytes=rng.choice([4_000, 20_000, 10_000_000]),
+        max_batch_bytes=rng.choice([128, 512, 1 << 20]),
+        fetch_max_bytes=rng.choice([1 << 20, 2048, 1]),
         flush_ms=(0, rng.choice([1, 5, 20])),
         stall=rng.choice([0.02, 0.1]) if "flush_stall" in faults else 0.0,
         crash_every=rng.choice([(300, 1500), (1000, 4000)]),
         leader_crash=rng.choice([0.3, 0.7]),
+        elr=rng.random() < 0.75,
+        min_isr=rng.choice([1, 1, 2]),
+        balance_s=rng.choice([1, 3]),
+        balance_batch=rng.choice([1, 3, 1000]),
     )
-
-
-@dataclass
-class Broker:
-    bid: int
-    target: int
-    process: int = 0
-    epoch: int | None = None
-    metadata_offset: int = -1
-    silent_until: int = 0
-    fenced: bool = True
-    shutting_down: bool = False
 
 
 @dataclass
@@ -163,7 +154,7 @@ class SeedResult:
 
 
 class _Observer:
-    """The node's RaftListener, seen by the simulation first (then the node's own)."""
+    """The node's RaftListener, seen by the checker first (then the node's own)."""
 
     def __init__(self, sim: DeployedSim, nid: int, node: ControllerNode) -> None:
         self.sim, self.nid, self.node = sim, nid, node
@@ -174,7 +165,7 @@ class _Observer:
         self.node.handle_load_snapshot(snapshot_id, path)
 
     def handle_commit(self, batch: CommittedBatch) -> None:
-        self.sim.on_commit(self.nid, batch)
+        self.sim.checker.on_commit(self.nid, batch)
         self.node.handle_commit(batch)
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
@@ -182,6 +173,8 @@ class _Observer:
 
 
 class DeployedSim:
+    """The simulated world: controller processes, the network, the disk, the clock."""
+
     def __init__(self, seed: int, params: Params, root: Path, trace: bool = False) -> None:
         self.seed = seed
         self.p = params
@@ -209,18 +202,8 @@ class DeployedSim:
         self.violations: list[str] = []
         self.boot_errors: list[str] = []
         self.faults_on = True
-        # checkers' state
-        self.leaders: dict[int, int] = {}  # epoch -> leader
-        self.committed: dict[int, tuple[int, bytes]] = {}  # base -> (last, digest)
-        self.records: dict[int, Any] = {}  # offset -> committed record (first delivery)
-        self.image_digests: dict[int, bytes] = {}
-        self.contacts: dict[tuple[int, int, int], int] = {}  # (nid, broker, epoch) -> ms
-        self.activated_at: dict[int, int] = {}
-        self.acked: list[tuple[str, Any]] = []
-        self.brokers = [
-            Broker(BROKER_BASE_ID + i, self.rng.choice(self.voters))
-            for i in range(params.n_brokers)
-        ]
+        self.stall_armed: dict[int, int] = {}  # node -> ms it stalls at its next command
+        self.checker = Checker(self)
 
     # ----------------------------------------------------------------- plumbing
 
@@ -271,7 +254,7 @@ class DeployedSim:
 
     # ----------------------------------------------------------------- nodes
 
-    def _format(self, nid: int) -> None:
+    def format(self, nid: int) -> None:
         d = self.disk.node_dir(nid)
         d.mkdir(parents=True)
         raw = hashlib.sha256(f"dir/{self.seed}/{nid}".encode()).digest()[:16]
@@ -279,18 +262,22 @@ class DeployedSim:
         _write_meta(d / META_PROPERTIES, self.cluster_id, nid, dir_id)
 
     def _settings(self, nid: int) -> NodeSettings:
-        r = self.p.raft
+        r, p = self.p.raft, self.p
         config = {
             "controller.quorum.election.timeout.ms": r["election"],
             "controller.quorum.fetch.timeout.ms": r["fetch"],
             "controller.quorum.fetch.max.wait.ms": r["wait"],
             "controller.quorum.request.timeout.ms": r["request"],
-            "broker.session.timeout.ms": self.p.session_ms,
-            "broker.heartbeat.interval.ms": self.p.heartbeat_ms,
-            "request.timeout.ms": 5_000,
-            "metadata.log.max.record.bytes.between.snapshots": self.p.snapshot_bytes,
-            "metadata.max.retention.bytes": self.p.snapshot_bytes // 2,
+            "broker.session.timeout.ms": p.session_ms,
+            "broker.heartbeat.interval.ms": p.heartbeat_ms,
+            "request.timeout.ms": p.request_timeout_ms,
+            "metadata.log.max.record.bytes.between.snapshots": p.snapshot_bytes,
+            "metadata.max.retention.bytes": p.snapshot_bytes // 2,
             "metadata.log.segment.bytes": 16 * 1024,
+            "min.insync.replicas": p.min_isr,
+            "leader.imbalance.check.interval.seconds": p.balance_s,
+            "leader.imbalance.max.elections.per.batch": p.balance_batch,
+            "eligible.leader.replicas.version": 1 if p.elr else 0,
         }
         return NodeSettings(
             nid,
@@ -331,22 +318,21 @@ class DeployedSim:
             rng=random.Random(f"dsim-node/{self.seed}/{nid}/{self.disk.incarnation[nid]}"),
             transport=SimTransport(self.net, nid),
         )
+        # Small batches turn most writes into metadata transactions (KIP-868), and
+        # small fetches leave a transaction's prefix on a follower that may lead next.
+        node.service.max_batch_bytes = self.p.max_batch_bytes
+        node.raft.config = dataclasses.replace(
+            node.raft.config, fetch_max_bytes=self.p.fetch_max_bytes
+        )
         node.raft.listener = _Observer(self, nid, node)
-        on_state = node.raft.on_state_change
-
-        def state_change(state: str, epoch: int, leader_id: int | None) -> None:
-            self.event(f"n{nid} {state} epoch={epoch} leader={leader_id}")
-            if state == "leader":
-                known = self.leaders.setdefault(epoch, nid)
-                if known != nid:
-                    self.fail(f"two leaders in epoch {epoch}: n{known} and n{nid}")
-            if on_state is not None:
-                on_state(state, epoch, leader_id)
-
-        node.raft.on_state_change = state_change
+        self._watch_raft(nid, node)
+        self._watch_appends(nid, node)
         self._watch_service(nid, node)
+        self._watch_controller(nid, node)
         node.service.start()
         await node.raft.start(self.now())
+        if node.controller.image.offset >= 0:
+            self.count("ctl_snapshot_load")  # the controller started from a snapshot
         self.booting.discard(nid)
         self.nodes[nid] = node
         self.net.nodes[nid] = node
@@ -355,28 +341,94 @@ class DeployedSim:
         assert failed is not None
         failed.add_done_callback(lambda f, n=node: self._fatal(nid, n, f))
 
+    def _watch_raft(self, nid: int, node: ControllerNode) -> None:
+        on_state = node.raft.on_state_change
+
+        def state_change(state: str, epoch: int, leader_id: int | None) -> None:
+            self.event(f"n{nid} {state} epoch={epoch} leader={leader_id}")
+            if state == "leader":
+                self.checker.on_leader(nid, epoch)
+            if on_state is not None:
+                on_state(state, epoch, leader_id)
+
+        node.raft.on_state_change = state_change
+
+    def _watch_appends(self, nid: int, node: ControllerNode) -> None:
+        """With crashes on, the active controller sometimes dies right after it
+        appended a metadata transaction, perhaps before all of it is replicated:
+        the next leader must abort what its predecessor left open."""
+        append = node.raft.append
+
+        def appending(batches: Any) -> Any:
+            last = append(batches)
+            crashes = self.faults_on and "crash" in self.p.faults
+            if len(batches) > 1 and crashes and self.rng.random() < 0.5:
+                self.event(f"n{nid} crashes after appending a transaction")
+                self.count("fault:crash_mid_txn")
+                self.later(self.rng.randint(0, 4), self.crash, nid)
+                self.later(self.rng.randint(50, 1500), self.start, nid)
+            return last
+
+        node.raft.append = appending  # type: ignore[method-assign]
+
     def _watch_service(self, nid: int, node: ControllerNode) -> None:
-        """Observe activations and fence decisions of this node's controller."""
-        service, controller = node.service, node.controller
-        became = service.on_became_leader
+        """Activations and deactivations, and the armed stall: the process pauses
+        right after it queued a command, which then waits past its deadline."""
+        service = node.service
+        became, lost, submit = service.on_became_leader, service.on_lost_leadership, service.submit
 
         def on_became_leader() -> None:
-            self.activated_at[nid] = self.now()
+            self.checker.activated_at[nid] = self.now()
             self.event(f"n{nid} activated")
             became()
 
+        def on_lost_leadership() -> None:
+            self.event(f"n{nid} deactivated")
+            self.count("deactivation")
+            lost()
+
+        def stalling_submit(name: str, generate: Any, *, priority: bool = False) -> Any:
+            fut = submit(name, generate, priority=priority)
+            ms = None if priority else self.stall_armed.pop(nid, None)
+            if ms is not None:
+                self.event(f"n{nid} stalls {ms} ms after queuing {name}")
+                self.count("fault:stall")
+                self.loop.pause(nid, ms / 1000)
+            return fut
+
         service.on_became_leader = on_became_leader  # type: ignore[method-assign]
-        fence = controller.maybe_fence_stale_broker
+        service.on_lost_leadership = on_lost_leadership  # type: ignore[method-assign]
+        service.submit = stalling_submit  # type: ignore[method-assign]
+
+    def _watch_controller(self, nid: int, node: ControllerNode) -> None:
+        """The active controller's own decisions: session fences (the one fence
+        method production calls) and leader-balancing batches."""
+        controller = node.controller
+        fence, balance = (
+            controller.maybe_fence_stale_broker,
+            controller.maybe_balance_partition_leaders,
+        )
 
         def maybe_fence(now_ms: int) -> Any:
             before = {b: r.broker_epoch for b, r in controller.image.brokers.items()}
             result = fence(now_ms)
             if result is not None and result.reply:
                 bid = result.reply["fenced_broker"]
-                self._check_fence(nid, now_ms, bid, before.get(bid, -1))
+                self.checker.on_fence(nid, now_ms, bid, before.get(bid, -1))
+            return result
+
+        def maybe_balance(now_ms: int) -> Any:
+            result = balance(now_ms)
+            if result is not None and result.records:
+                self.stats["rebalance_election"] = self.stats.get("rebalance_election", 0) + len(
+                    result.records
+                )
+                if result.reply.get("more"):
+                    self.count("rebalance_more")
             return result
 
         controller.maybe_fence_stale_broker = maybe_fence  # type: ignore[method-assign]
+        controller.maybe_balance_partition_leaders = maybe_balance  # type: ignore[method-assign]
 
     def _fatal(self, nid: int, node: ControllerNode, f: asyncio.Future[Any]) -> None:
         if f.cancelled() or self.nodes.get(nid) is not node:
@@ -406,190 +458,7 @@ class DeployedSim:
         node.log.close(flush=False)
         self.disk.crash(nid, torn=0.3)
 
-    # ----------------------------------------------------------------- checks
-
-    def on_commit(self, nid: int, batch: CommittedBatch) -> None:
-        h = batch.header
-        raw = batch._buf[batch._pos : batch._pos + h.length]
-        d = hashlib.sha1(raw).digest()
-        known = self.committed.setdefault(h.base_offset, (h.last_offset, d))
-        if known != (h.last_offset, d):
-            self.fail(f"n{nid} committed a different batch at {h.base_offset}")
-        if h.base_offset not in self.records and not h.control:
-            for i, rec in enumerate(batch.records):
-                self.records[h.base_offset + i] = rec
-        self.event(f"n{nid} commit {h.base_offset}..{h.last_offset} {d.hex()[:8]}")
-
-    def _check_fence(self, nid: int, now: int, bid: int, epoch: int) -> None:
-        self.event(f"n{nid} fences b{bid} epoch {epoch}")
-        self.count("fence")
-        last = max(
-            self.contacts.get((nid, bid, epoch), -(10**9)),
-            self.activated_at.get(nid, -(10**9)),
-        )
-        if now - last < self.p.session_ms:
-            self.fail(
-                f"n{nid} fenced broker {bid} (epoch {epoch}) {now - last} ms after "
-                f"its last contact or the activation (session {self.p.session_ms} ms)"
-            )
-
-    def check_images(self) -> None:
-        for nid, node in self.nodes.items():
-            if node is None:
-                continue
-            img = node.controller.image
-            for topic in img.topics.values():
-                for pid, p in topic.partitions.items():
-                    if p.leader < 0:
-                        continue
-                    b = img.brokers.get(p.leader)
-                    where = f"n{nid} image at {img.offset}: {topic.name}-{pid} {p}"
-                    if b is None or b.fenced:
-                        self.fail(f"{where}: led by a fenced or unregistered broker")
-                    if p.leader not in p.isr:
-                        self.fail(f"{where}: its leader is not in its ISR")
-            if not node.controller.active and img.offset == node.raft.delivered_offset - 1:
-                d = _digest(img)
-                if self.image_digests.setdefault(img.offset, d) != d:
-                    self.fail(f"n{nid} committed image at {img.offset} differs from another's")
-
-    def check_acked(self) -> None:
-        topics = {(r.name, r.topic_id) for r in self.records.values() if isinstance(r, TopicRecord)}
-        for kind, what in self.acked:
-            if kind == "register":
-                bid, epoch = what
-                rec = self.records.get(epoch)
-                if not (
-                    isinstance(rec, RegisterBrokerRecord)
-                    and rec.broker_id == bid
-                    and rec.broker_epoch == epoch
-                ):
-                    self.fail(f"acknowledged registration of b{bid} at {epoch} is not committed")
-            elif kind == "topic" and what not in topics:
-                self.fail(f"acknowledged topic {what} is not committed")
-
-    # ----------------------------------------------------------------- clients
-
-    async def request(self, src: int, nid: int, run: Any, timeout_s: float = 7.0) -> Any:
-        """("ok", reply, offset) | ("err", code, leader hint) | ("down",)."""
-
-        async def on_node(node: ControllerNode) -> Any:
-            try:
-                reply = await run(_RoutesService(node), node)
-            except ApiError as e:
-                return ("err", e.code, getattr(e, "extra", {}).get("leader_id"))
-            return ("ok", reply, node.raft.delivered_offset - 1)
-
-        try:
-            return await self.net.call(src, nid, on_node, timeout_s)
-        except ConnectionError:
-            return ("down",)
-
-    async def broker_loop(self, b: Broker) -> None:
-        while True:
-            await asyncio.sleep(self.p.heartbeat_ms / 1000)
-            now = self.now()
-            if now < b.silent_until:
-                continue
-            if b.epoch is None:
-                await self._register(b)
-            else:
-                await self._heartbeat(b)
-
-    def _follow(self, b: Broker, out: tuple[Any, ...]) -> None:
-        if out[0] == "err" and out[1] == "NOT_CONTROLLER" and out[2] is not None:
-            b.target = out[2]
-        elif out[0] != "ok":
-            b.target = self.voters[(self.voters.index(b.target) + 1) % len(self.voters)]
-
-    async def _register(self, b: Broker) -> None:
-        incarnation = f"00000000-0000-4000-8000-{b.bid:04d}{b.process:08d}"
-        req = RegisterBrokerRequest(
-            b.bid,
-            self.cluster_id,
-            incarnation,
-            (Endpoint("PLAINTEXT", f"b{b.bid}", 9092),),
-            None,
-            (),
-        )
-        sim = self
-
-        async def run(service: _RoutesService, node: ControllerNode) -> Any:
-            nid = node.node_id
-
-            def generate(c: Any, now: int, off: int) -> Any:
-                result = c.register_broker(req, now, off)
-                sim.contacts[(nid, b.bid, result.reply["broker_epoch"])] = now
-                return result
-
-            return await service.write("register-broker", generate)
-
-        out = await self.request(b.bid, b.target, run)
-        if out[0] == "ok":
-            b.epoch = out[1]["broker_epoch"]
-            b.fenced = True
-            self.acked.append(("register", (b.bid, b.epoch)))
-            self.event(f"b{b.bid} registered epoch {b.epoch}")
-            self.count("registered")
-        self._follow(b, out)
-
-    async def _heartbeat(self, b: Broker) -> None:
-        assert b.epoch is not None
-        req = BrokerHeartbeatRequest(b.bid, b.epoch, b.metadata_offset, False, b.shutting_down)
-        sim = self
-
-        async def run(service: _RoutesService, node: ControllerNode) -> Any:
-            # the heartbeat route's steps (kraft/server/routes.py), contact first
-            if node.service.active:
-                sim.contacts[(node.node_id, b.bid, b.epoch)] = sim.now()
-            service.note_heartbeat_contact(req.broker_id, req.broker_epoch)
-            return await service.write(HEARTBEAT, heartbeat_command(req), priority=True)
-
-        out = await self.request(b.bid, b.target, run, self.p.session_ms / 3000)
-        if out[0] == "ok":
-            b.metadata_offset = max(b.metadata_offset, out[2])
-            if b.fenced and not out[1]["is_fenced"]:
-                self.count("unfenced")
-            b.fenced = out[1]["is_fenced"]
-            if out[1]["should_shut_down"]:
-                # a controlled shutdown done: the process exits, a new one registers later
-                self.event(f"b{b.bid} shut down")
-                self.count("controlled_shutdown" if b.shutting_down else "shutdown_told")
-                b.process += 1
-                b.epoch, b.fenced, b.shutting_down = None, True, False
-                b.silent_until = self.now() + self.rng.randint(100, 2000)
-        elif out[0] == "err" and out[1] == "STALE_BROKER_EPOCH":
-            b.epoch = None
-        self._follow(b, out)
-
-    async def admin_loop(self) -> None:
-        k = 0
-        target = self.voters[0]
-        while True:
-            await asyncio.sleep(self.rng.randint(300, 1500) / 1000)
-            k += 1
-            done = await self.create_topic(f"t{k}", target)
-            if done is not None and done[0] == "err" and done[2] is not None:
-                target = done[2]
-            elif done is None or done[0] != "ok":
-                target = self.rng.choice(self.voters)
-
-    async def create_topic(self, name: str, target: int) -> Any:
-        req = CreateTopicRequest(name, self.rng.randint(1, 3), 2, None, {})
-
-        async def run(service: _RoutesService, node: ControllerNode) -> Any:
-            return await service.write("create-topic", lambda c, now, off: c.create_topic(req, now))
-
-        out = await self.request(-1, target, run)
-        if out[0] == "ok":
-            self.acked.append(("topic", (name, out[1]["topic_id"])))
-            self.event(f"topic {name} created {out[1]['topic_id']}")
-            self.count("topic")
-        else:
-            self.count(f"admin:{out[1] if out[0] == 'err' else out[0]}")
-        return out
-
-    # ----------------------------------------------------------------- faults
+    # ----------------------------------------------------------------- views
 
     def leader(self) -> int | None:
         for nid, node in self.nodes.items():
@@ -597,177 +466,98 @@ class DeployedSim:
                 return nid
         return None
 
-    async def fault_loop(self) -> None:
-        f, p = self.p.faults, self.p
-        kinds = [k for k in ("crash", "partition", "fsync_fail", "silence") if k in f]
-        kinds.append("shutdown")  # a broker's controlled shutdown, in every seed
-        while self.faults_on:
-            lo, hi = p.crash_every
-            await asyncio.sleep(self.rng.randint(lo, hi) / 1000)
-            if not self.faults_on:
-                return
-            kind = self.rng.choice(kinds)
-            up = [n for n, node in self.nodes.items() if node is not None]
-            if kind == "crash" and up:
-                lead = self.leader()
-                nid = lead if lead is not None and self.rng.random() < p.leader_crash else None
-                nid = nid if nid is not None else self.rng.choice(up)
-                self.crash(nid)
-                self.later(self.rng.randint(20, 2000), self.start, nid)
-            elif kind == "partition" and not self.net.cut:
-                self._partition()
-            elif kind == "fsync_fail" and up:
-                nid = self.rng.choice(up)
-                self.disk.fail_next.add(nid)
-                self.event(f"n{nid} next fsync fails")
-                self.count("fault:fsync_fail")
-            elif kind == "shutdown":
-                b = self.rng.choice(self.brokers)
-                if b.epoch is not None and not b.shutting_down:
-                    b.shutting_down = True
-                    self.event(f"b{b.bid} controlled shutdown")
-            elif kind == "silence":
-                b = self.rng.choice(self.brokers)
-                long = self.rng.random() < 0.5
-                ms = p.session_ms + self.rng.randint(500, 2000) if long else p.session_ms // 3
-                b.silent_until = self.now() + ms
-                self.event(f"b{b.bid} silent {ms} ms")
-                self.count("fault:silence")
+    def active(self) -> ControllerNode | None:
+        for node in self.nodes.values():
+            if node is not None and node.controller.active:
+                return node
+        return None
 
-    def _partition(self) -> None:
-        everyone = self.voters + [b.bid for b in self.brokers] + [-1]
-        side = {x: self.rng.random() < 0.5 for x in everyone}
-        self.net.cut = {(a, b) for a in everyone for b in everyone if side[a] != side[b]}
-        self.event("partition " + ",".join(str(x) for x in everyone if side[x]))
-        self.count("fault:partition")
-        self.later(self.rng.randint(300, 4000), self._heal)
+    def view(self) -> Any:
+        """The committed metadata, as a broker following the log sees it."""
+        return self.checker.reference
 
-    def _heal(self) -> None:
-        if self.net.cut:
-            self.net.cut = set()
-            self.event("heal")
+    # ----------------------------------------------------------------- requests
 
-    async def checker_loop(self) -> None:
-        while True:
-            await asyncio.sleep(0.25)
+    @property
+    def client_timeout_s(self) -> float:
+        """A client's wait: past the service's own reply timeout (deadline + 1 s)."""
+        return self.p.request_timeout_ms / 1000 + 2
+
+    async def request(
+        self,
+        src: int,
+        nid: int,
+        run: Callable[[ControllerService, ControllerNode], Awaitable[Any]],
+        timeout_s: float | None = None,
+    ) -> Outcome:
+        """`run` on node `nid` as a request from `src`, as a route runs it."""
+
+        async def on_node(node: ControllerNode) -> Outcome:
             try:
-                self.raise_recorded()
-                self.check_images()
-            except InvariantViolation:
-                self.loop.stop()  # run_seed raises the recorded violation
-                return
+                reply = await run(node.service, node)
+            except ApiError as e:
+                if e.code == "REQUEST_TIMED_OUT":
+                    self.count("timed_out")
+                return ("err", e.code, getattr(e, "extra", {}).get("leader_id"))
+            return ("ok", reply, node.raft.delivered_offset - 1)
 
-    # ----------------------------------------------------------------- the run
+        try:
+            return await self.net.call(src, nid, on_node, timeout_s or self.client_timeout_s)
+        except ConnectionError:
+            return ("down",)
 
-    async def main(self) -> None:
-        for nid in self.voters:
-            self._format(nid)  # with the disk installed: meta.properties is durable
-        for nid in self.voters:
-            self.start(nid)
-        helpers = [self.spawn(self.broker_loop(b)) for b in self.brokers]
-        helpers.append(self.spawn(self.admin_loop()))
-        helpers.append(self.spawn(self.checker_loop()))
-        helpers.append(self.spawn(self.fault_loop()))
-        await asyncio.sleep(self.p.duration_ms / 1000)
-        # ---- the faults stop: heal, restart, converge
-        self.faults_on = False
-        self.event("faults end")
-        self._heal()
-        self.net.p.drop = self.net.p.slow = 0.0
-        self.disk.fail_next.clear()
-        for b in self.brokers:
-            b.silent_until = 0
-            b.shutting_down = False
-        for nid in self.voters:
-            self.start(nid)
-        await self._converge()
-        for t in helpers:
-            t.cancel()
-        await asyncio.wait(helpers, timeout=10)
-        self.check_images()
-        self.check_acked()
-        if self.disk.retried_after_failure:
-            self.fail(self.disk.retried_after_failure[0])
-        for nid in self.voters:
-            node = self.nodes[nid]
-            assert node is not None
-            self.event(
-                f"n{nid} end {node.raft.delivered_offset} {_digest(node.controller.image).hex()[:8]}"
-            )
-        # The active controller may run ahead of the commit (a NoOp): equal offsets only.
-        by_offset: dict[int, set[bytes]] = {}
-        for n in self.nodes.values():
-            assert n is not None
-            by_offset.setdefault(n.controller.image.offset, set()).add(_digest(n.controller.image))
-        if any(len(d) > 1 for d in by_offset.values()):
-            self.fail(f"the controllers' images differ at the end: {sorted(by_offset)}")
-        for nid in self.voters:
-            self.crash(nid)
-        await asyncio.sleep(1.5)  # the crashed nodes' tasks end
+    async def command(self, src: int, nid: int, name: str, generate: Generate) -> Outcome:
+        """A write command (the routes' name and generate) from `src` to node `nid`."""
 
-    async def _converge(self) -> None:
-        deadline = self.now() + LIVENESS_BOUND_MS
-        k = 0
-        while self.now() < deadline:
-            if self.boot_errors:
-                self.fail(self.boot_errors[0])
-            lead = self.leader()
-            if lead is None:
-                await asyncio.sleep(0.05)
-                continue
-            k += 1
-            out = await self.create_topic(f"final{k}", lead)
-            if out[0] != "ok":
-                await asyncio.sleep(0.05)
-                continue
-            target = self.nodes[lead].raft.delivered_offset if self.nodes[lead] else 0
-            while self.now() < deadline:
-                nodes = list(self.nodes.values())
-                caught_up = all(
-                    n is not None
-                    and n.raft.delivered_offset >= target
-                    and n.controller.image.offset >= target - 1
-                    for n in nodes
-                )
-                if caught_up:
-                    return
-                await asyncio.sleep(0.05)
-        self.fail(
-            f"no convergence within {LIVENESS_BOUND_MS} ms after the faults stopped: "
-            + str({n: (x.raft.delivered_offset if x else None) for n, x in self.nodes.items()})
-        )
+        async def run(service: ControllerService, node: ControllerNode) -> Any:
+            return await service.write(name, generate)
+
+        return await self.request(src, nid, run)
+
+    def next_voter(self, nid: int) -> int:
+        return self.voters[(self.voters.index(nid) + 1) % len(self.voters)]
 
 
 def run_seed(seed: int, trace: bool = False) -> SeedResult:
+    """One seed: the world, its actors, the faults, the healing and the final checks."""
+    from tests.dsim.actors import Scenario
+
     params = build_params(seed)
     root = _scratch_root()
     sim = DeployedSim(seed, params, root, trace)
     asyncio.set_event_loop(sim.loop)
-    sim.loop.limit_s = (params.duration_ms + LIVENESS_BOUND_MS) / 1000 + 60
+    sim.loop.limit_s = (params.duration_ms + 2 * LIVENESS_BOUND_MS) / 1000 + 60
     logging.disable(logging.CRITICAL)
     try:
         with sim.disk.installed():
             try:
-                sim.loop.run_until_complete(sim.main())
+                sim.loop.run_until_complete(Scenario(sim).run())
             except Exception:
                 sim.raise_recorded()  # the first violation, if one led to this
                 raise
         sim.raise_recorded()
     finally:
         logging.disable(logging.NOTSET)
-        # Python 3.11's wait_for may swallow a cancellation: cancel again, bounded.
-        sim.loop.limit_s = float("inf")
-        for _ in range(5):
-            pending = asyncio.all_tasks(sim.loop)
-            if not pending:
-                break
-            for t in pending:
-                t.cancel()
-            sim.loop.run_until_complete(asyncio.wait(pending, timeout=1))
-        sim.loop.close()
+        _cancel_everything(sim.loop)
         asyncio.set_event_loop(None)
         shutil.rmtree(root, ignore_errors=True)
     stats = dict(sim.stats)
     for k, v in sim.net.stats.items():
         stats[k] = stats.get(k, 0) + v
     return SeedResult(seed, tuple(sorted(params.faults)), stats, sim._hash.hexdigest(), sim.trace)
+
+
+def _cancel_everything(loop: SimLoop) -> None:
+    # Python 3.11's wait_for may swallow a cancellation: cancel again, bounded.
+    loop.limit_s = float("inf")
+    for _ in range(5):
+        pending = asyncio.all_tasks(loop)
+        if not pending:
+            break
+        for t in pending:
+            t.cancel()
+        loop.run_until_complete(asyncio.wait(pending, timeout=1))
+    loop.close()
+
+
+__all__ = ["DeployedSim", "SeedResult", "build_params", "digest", "run_seed"]

@@ -7,9 +7,11 @@ is replaced, for the duration of a simulation, by a function that records the
 file's content at that moment as its durable content (keyed by inode, so a
 rename keeps it). A crash of a node then puts every file of that node back to
 its durable content plus, with some chance, a prefix of the bytes written after
-it (a torn write); a file never fsynced disappears. Directory operations
-(create, rename, unlink) are taken as durable at once: a simplification, the
-code fsyncs the directory after each anyway.
+it (a torn write). A file that was neither fsynced nor listed in a directory
+fsync disappears; one whose directory entry was fsynced (the directory's fsync)
+but not its data survives empty, as POSIX allows. Renames and unlinks are taken
+as durable at once: a simplification, the code fsyncs the directory after each
+anyway.
 
 Faults:
 - `fail_fsync(node)`: the node's next fsync raises EIO. Kafka (and this code)
@@ -81,6 +83,11 @@ class SimDisk:
         if stat.S_ISREG(st.st_mode):
             with open(path, "rb") as f:
                 self.durable[st.st_ino] = f.read()
+        elif stat.S_ISDIR(st.st_mode):
+            # The entries are durable now; a file's data only once it is fsynced.
+            for entry in os.scandir(path):
+                if entry.is_file(follow_symlinks=False):
+                    self.durable.setdefault(entry.inode(), b"")
         self.fsyncs += 1
 
     def _forget(self, path: str | os.PathLike[str], dir_fd: int | None) -> None:

@@ -66,6 +66,8 @@ class SimLoop(asyncio.SelectorEventLoop):
         self.tasks_of: dict[int | None, set[asyncio.Task[Any]]] = {}
         self._jobs_of: dict[int | None, set[asyncio.TimerHandle]] = {}
         self.dead: set[int] = set()  # owners whose pending work must never run
+        self.paused_until: dict[int, float] = {}  # owner -> virtual time its pause ends
+        self._held: dict[int, list[asyncio.Handle]] = {}  # a paused owner's callbacks
 
     # -------------------------------------------------------------- no self-pipe
 
@@ -82,6 +84,38 @@ class SimLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         return self.now
+
+    # ---------------------------------------------------------------- pauses
+
+    def pause(self, owner: int, seconds: float) -> None:
+        """Stall `owner`: none of its callbacks runs for `seconds` from now."""
+        until = self.now + seconds
+        if until <= self.paused_until.get(owner, 0.0):
+            return
+        if owner not in self.paused_until:
+            self._held[owner] = []
+        self.paused_until[owner] = until
+        self.call_at(until, self._resume, owner, until)
+
+    def _resume(self, owner: int, until: float) -> None:
+        if self.paused_until.get(owner) != until:
+            return  # extended since: a later timer resumes it
+        del self.paused_until[owner]
+        # in the order they were scheduled, as asyncio's ready queue would run them
+        self._ready.extend(self._held.pop(owner))  # type: ignore[attr-defined]
+
+    def call_soon(self, callback: Any, *args: Any, context: Any = None) -> Any:
+        # Every task step and future callback passes here: a paused owner's are
+        # held until the pause ends (timers already due still fire, as a kernel's
+        # would, but what they wake is a callback of the owner: it waits too).
+        if self.paused_until:
+            owner = context.get(OWNER) if context is not None else OWNER.get()
+            held = self._held.get(owner)  # type: ignore[arg-type]
+            if held is not None:
+                handle = asyncio.Handle(callback, args, self, context)
+                held.append(handle)
+                return handle
+        return super().call_soon(callback, *args, context=context)
 
     # ---------------------------------------------------------------- ownership
 

@@ -1,7 +1,7 @@
 """The deployed controller quorum in the deterministic simulator, many seeds
 (see tests/dsim/cluster.py for what runs and what is checked).
 
-    make test                        100 seeds (DSIM_SEEDS defaults to 100; ~11 s)
+    make test                        100 seeds (DSIM_SEEDS defaults to 100)
     DSIM_SEEDS=5000 .venv/bin/python -m pytest -q tests/dsim    many more, over 2 workers
     SIM_SEED=N .venv/bin/python -m pytest -q tests/dsim          replay one seed
 
@@ -24,21 +24,49 @@ from tests.sim.seeds import CHUNK, FIRST, REPLAY, SeedSuite
 SUITE = SeedSuite(run_seed, int(os.environ.get("DSIM_SEEDS", "100")))
 ROOT = Path(__file__).resolve().parents[2]
 
-# Run statistics that must be non-zero over the seeds.
+# Run statistics that must be non-zero over the seeds: each names something the
+# actors and faults are meant to reach (tests/dsim/actors.py).
 EVIDENCE = (
+    # the world's faults
     "crash",  # a node crashed: unflushed bytes dropped, torn tails, recovery
     "fatal",  # an fsync failed and the node stopped
     "fault:partition",
     "drop",
     "slow",
     "flush_stall",
-    "fault:silence",
-    "fence",  # a silent broker was fenced by the active controller
-    "controlled_shutdown",  # a broker asked to shut down and was let go
+    "fault:stall",  # a controller process paused with a command queued
+    "timed_out",  # ... which then missed its deadline (REQUEST_TIMED_OUT)
+    "deactivation",  # an active controller lost leadership: uncommitted replays reverted
+    "snapshot_load",  # a follower installed the leader's snapshot
+    # brokers
     "registered",
     "unfenced",
+    "fence",  # a session fence by the active controller (the production fence path)
+    "controlled_shutdown",  # a broker asked to shut down and was let go
+    "fault:silence",
+    "want_fence",
+    "err:DUPLICATE_BROKER_REGISTRATION",
+    "err:STALE_BROKER_EPOCH",
+    "alter_partition:ok",
+    "recovery_ended",  # a RECOVERING leader ended its recovery by AlterPartition
+    # the admin
     "topic",
+    "admin:ok",
     "admin:NOT_CONTROLLER",  # a standby refused a write and named the leader
+    "txn",  # a result too large for one batch written as a metadata transaction
+    "unclean_election",
+    # KIP-455 reassignments, leader balancing, KIP-966 ELR
+    "reassign:ok",
+    "reassign:INVALID_REPLICA_ASSIGNMENT",
+    "cancel:ok",
+    "cancel:NO_REASSIGNMENT_IN_PROGRESS",
+    "reassignment_done",  # completed (every adding replica joined the ISR) or cancelled
+    "rebalance_election",
+    "rebalance_more",  # a balancing batch hit its bound and the next ran at once
+    "elr_kept",  # an ISR below min ISR kept its removed members eligible
+    "elr_election",  # a clean election from the ELR
+    "last_known_leader_election",
+    "unclean_shutdown_leaves_elr",
 )
 
 

@@ -42,11 +42,13 @@ class Mutant:
     name: str
     bug: str
     patches: tuple[Patch, ...]
-    suites: tuple[str, ...]  # "raft", "figure8", "controller", "deployed"
+    suites: tuple[str, ...]  # "raft", "figure8", "deployed"
 
 
 RAFT = ("raft", "figure8", "deployed")
-CONTROLLER = ("controller", "deployed")
+# The controller's bugs: only the deployed simulation runs the controller (the
+# real node, service and controller; tests/dsim).
+CONTROLLER = ("deployed",)
 Core = core.RaftCore
 
 MUTANTS: tuple[Mutant, ...] = (

@@ -2,7 +2,7 @@
 that should catch it, over a seed budget each; prints a table of the share of
 seeds that catch each one (and JSON with --json).
 
-    .venv/bin/python -m tests.mutants.run [--seeds raft=500,figure8=100,controller=200,deployed=100]
+    .venv/bin/python -m tests.mutants.run [--seeds raft=500,figure8=100,deployed=100]
                                           [--only figure8,double_vote] [--workers 2]
 
 A seed catches a mutant when its run fails (an invariant breaks, or the code
@@ -25,8 +25,8 @@ from typing import Any
 from tests.mutants.catalog import BY_NAME, MUTANTS, applied, check_all
 
 # make test's seed budgets (tests/sim/test_sim.py, test_figure8_sim.py,
-# test_controller_sim.py, tests/dsim/test_dsim.py)
-BUDGET = {"raft": 500, "figure8": 100, "controller": 200, "deployed": 100}
+# tests/dsim/test_dsim.py)
+BUDGET = {"raft": 500, "figure8": 100, "deployed": 100}
 
 
 def suite_runner(suite: str) -> Callable[[int], Any]:
@@ -34,8 +34,6 @@ def suite_runner(suite: str) -> Callable[[int], Any]:
         from tests.sim.simulator import run_seed
     elif suite == "figure8":
         from tests.sim.figure8 import run_seed
-    elif suite == "controller":
-        from tests.sim.controller_sim import run_seed
     elif suite == "deployed":
         from tests.dsim.cluster import run_seed
     else:
@@ -113,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         print(json.dumps({"mutants": rows, "budget": budget, "seconds": round(time.time() - t0)}))
     else:
-        cols = ["raft", "figure8", "controller", "deployed"]
+        cols = ["raft", "figure8", "deployed"]
         print(f"{'mutant':<22}" + "".join(f"{c + ' sim':>20}" for c in cols) + "  caught")
         for r in rows:
             cells = []
