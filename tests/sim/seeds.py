@@ -1,8 +1,9 @@
 """Running a simulator's seeds under pytest: chunks, a worker pool, one failure report.
 
-Both seed suites share it — tests/sim/test_sim.py (the Raft quorum) and
-tests/sim/test_controller_sim.py (controllers and brokers on that quorum) — so
-they read the same environment and report failures the same way:
+Every seed suite shares it — tests/sim/test_sim.py (the Raft core's quorum),
+test_figure8_sim.py and tests/dsim/test_dsim.py (the deployed controllers with
+their brokers) — so they read the same environment and report failures the same
+way:
 
     SIM_SEED=N        replay one seed in this process (SIM_TRACE=1 keeps an event trace)
     SIM_FIRST_SEED=K  start the range at K instead of 0

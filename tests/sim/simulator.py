@@ -1110,8 +1110,9 @@ class FaultScheduler:
     """A seed's faults on the simulation until `end` (simulated ms): actions
     repeated at random intervals, delayed restarts, network splits healed later.
 
-    Shared by this module's run_seed and controller_sim's. Every delay and choice
-    is drawn from the seed's `rng` when the fault fires, so a seed replays exactly.
+    Used by this module's actors (ClientWriter, FaultInjector). Every delay and
+    choice is drawn from the seed's `rng` when the fault fires, so a seed replays
+    exactly.
     """
 
     def __init__(self, sim: Simulation, rng: random.Random, end: int) -> None:
@@ -1173,111 +1174,144 @@ class FaultScheduler:
         self.every(*every, fire)
 
 
-def run_seed(seed: int, trace: bool = False) -> SeedResult:
-    sim, rng, faults, duration = build(seed, trace)
-    nodes = list(sim.nodes)
-    end_faults = duration
-    sched = FaultScheduler(sim, rng, end_faults)
-    every, restart_later = sched.every, sched.restart_later
-    heal_ms = (300, 5_000)
+class ClientWriter:
+    """The client: 1-4 records proposed to the leader every 20-250 ms."""
 
-    def propose() -> None:
-        sim.propose(rng.randint(1, 4))
+    def __init__(self, sim: Simulation, rng: random.Random) -> None:
+        self.sim = sim
+        self.rng = rng
 
-    every(20, 250, propose)
+    def start(self, sched: FaultScheduler) -> None:
+        sched.every(20, 250, self.propose)
 
-    if "partition" in faults:
-        sched.splits(nodes, sim.partition, every=(1_000, 4_000), heal=heal_ms)
-    if "asymmetric" in faults:
+    def propose(self) -> None:
+        self.sim.propose(self.rng.randint(1, 4))
 
-        def one_way() -> None:
-            if sched.partitioned:
-                return
-            for _ in range(rng.randint(1, 3)):
-                a, b = rng.sample(nodes, 2)
-                sim.block(a, b)
-            sched.partitioned = True
-            sim._count("fault:asymmetric")
-            sched.heal_later(*heal_ms)
 
-        every(1_000, 4_000, one_way)
-    if "crash" in faults:
-        # Quick restarts bring a node back inside the election it left.
-        down_max = rng.choice([500, 4_000])
+class FaultInjector:
+    """The seed's fault kinds, each an action repeated while the faults last."""
 
-        def crash() -> None:
-            up = [n.node_id for n in sim.running()]
-            if up:
-                leader = sim.leader()
-                nid = leader if leader is not None and rng.random() < 0.4 else rng.choice(up)
+    HEAL_MS = (300, 5_000)
+
+    def __init__(
+        self, sim: Simulation, rng: random.Random, faults: set[str], sched: FaultScheduler
+    ) -> None:
+        self.sim = sim
+        self.rng = rng
+        self.faults = faults
+        self.sched = sched
+        self.nodes = list(sim.nodes)
+        self.down_max = 0
+        self.max_voters = 0
+
+    def start(self) -> None:
+        """Schedule every kind of the seed, in a fixed order (each draws from the rng)."""
+        every, f = self.sched.every, self.faults
+        if "partition" in f:
+            self.sched.splits(
+                self.nodes, self.sim.partition, every=(1_000, 4_000), heal=self.HEAL_MS
+            )
+        if "asymmetric" in f:
+            every(1_000, 4_000, self.one_way)
+        if "crash" in f:
+            # Quick restarts bring a node back inside the election it left.
+            self.down_max = self.rng.choice([500, 4_000])
+            every(300, 3_000, self.crash)
+        if "wipe" in f:
+            every(2_000, 6_000, self.wipe)
+        if "resign" in f:
+            every(1_500, 5_000, self.resign_then_stop)
+        if "snapshot" in f:
+            every(300, 2_000, self.snapshot)
+        if "membership" in f:
+            self.max_voters = self.rng.choice([3, 5])
+            every(300, 2_500, self.change_membership)
+
+    def one_way(self) -> None:
+        """One to three links cut in one direction only."""
+        if self.sched.partitioned:
+            return
+        for _ in range(self.rng.randint(1, 3)):
+            a, b = self.rng.sample(self.nodes, 2)
+            self.sim.block(a, b)
+        self.sched.partitioned = True
+        self.sim._count("fault:asymmetric")
+        self.sched.heal_later(*self.HEAL_MS)
+
+    def crash(self) -> None:
+        """A node crashes (the leader 40% of the time) and restarts later."""
+        sim = self.sim
+        up = [n.node_id for n in sim.running()]
+        if up:
+            leader = sim.leader()
+            nid = leader if leader is not None and self.rng.random() < 0.4 else self.rng.choice(up)
+            sim.crash(nid)
+            sim._count("fault:crash")
+            self.sched.restart_later(nid, 20, self.down_max)
+
+    def wipe(self) -> None:
+        """A node loses its disk, only where that is safe (module docstring)."""
+        sim = self.sim
+
+        def controller(n: int) -> bool:
+            return n in sim.controller_ids if sim.membership else sim.nodes[n].is_voter
+
+        candidates = [n for n in self.nodes if not controller(n) or sim._wipe_is_safe(n)]
+        if not candidates:
+            sim._count("wipe_unsafe")
+            return
+        nid = self.rng.choice(candidates)
+        sim.crash(nid, wipe=True)
+        sim._count("fault:wipe")
+        self.sched.restart_later(nid, 50, 2_000)
+
+    def resign_then_stop(self) -> None:
+        """The leader resigns gracefully, then its process stops soon after."""
+        sim = self.sim
+        nid = sim.leader()
+        if nid is None:
+            return
+        sim.resign(nid)
+        sim._count("fault:resign")
+
+        def stop() -> None:
+            if sim.now < self.sched.end and sim.nodes[nid].up:
                 sim.crash(nid)
-                sim._count("fault:crash")
-                restart_later(nid, 20, down_max)
+                self.sched.restart_later(nid, 100, 2_000)
 
-        every(300, 3_000, crash)
-    if "wipe" in faults:
+        sim.at(sim.now + self.rng.randint(50, 400), stop)
 
-        def wipe() -> None:
-            def controller(n: int) -> bool:
-                return n in sim.controller_ids if sim.membership else sim.nodes[n].is_voter
+    def snapshot(self) -> None:
+        """A running node snapshots its state machine (and mostly trims its log)."""
+        up = [n.node_id for n in self.sim.running()]
+        if up:
+            self.sim.snapshot(self.rng.choice(up), trim=self.rng.random() < 0.8)
 
-            candidates = [n for n in nodes if not controller(n) or sim._wipe_is_safe(n)]
-            if not candidates:
-                sim._count("wipe_unsafe")
-                return
-            nid = rng.choice(candidates)
-            sim.crash(nid, wipe=True)
-            sim._count("fault:wipe")
-            restart_later(nid, 50, 2_000)
+    def change_membership(self) -> None:
+        self.sim.change_membership(self.rng, self.max_voters)
 
-        every(2_000, 6_000, wipe)
-    if "resign" in faults:
 
-        def graceful() -> None:
-            nid = sim.leader()
-            if nid is None:
-                return
-            sim.resign(nid)
-            sim._count("fault:resign")
+class ConvergenceCheck:
+    """After the faults: the network heals, every node restarts, and within
+    LIVENESS_BOUND_MS a leader that every voter agrees on commits a marker that
+    every node applies."""
 
-            def stop() -> None:
-                if sim.now < end_faults and sim.nodes[nid].up:
-                    sim.crash(nid)
-                    restart_later(nid, 100, 2_000)
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.target = -1
 
-            sim.at(sim.now + rng.randint(50, 400), stop)
+    def heal(self) -> int:
+        sim = self.sim
+        sim.heal()
+        sim.net.drop = sim.net.duplicate = sim.net.slow = 0.0
+        sim.disk.stall = 0.0
+        for nid in sim.nodes:
+            if not sim.nodes[nid].up:
+                sim.start(nid)
+        return sim.now
 
-        every(1_500, 5_000, graceful)
-    if "snapshot" in faults:
-
-        def snap() -> None:
-            up = [n.node_id for n in sim.running()]
-            if up:
-                sim.snapshot(rng.choice(up), trim=rng.random() < 0.8)
-
-        every(300, 2_000, snap)
-
-    if "membership" in faults:
-        max_voters = rng.choice([3, 5])
-
-        def change() -> None:
-            sim.change_membership(rng, max_voters)
-
-        every(300, 2_500, change)
-
-    sim.run_until(end_faults)
-
-    # ------------------------------------------------------------ the healing
-    sim.heal()
-    sim.net.drop = sim.net.duplicate = sim.net.slow = 0.0
-    sim.disk.stall = 0.0
-    for nid in nodes:
-        if not sim.nodes[nid].up:
-            sim.start(nid)
-    healed = sim.now
-    deadline = healed + LIVENESS_BOUND_MS
-
-    def agreed_leader() -> int | None:
+    def agreed_leader(self) -> int | None:
+        sim = self.sim
         lid = sim.leader()
         if lid is None:
             return None
@@ -1288,35 +1322,48 @@ def run_seed(seed: int, trace: bool = False) -> SeedResult:
                 return None
         return lid
 
-    # Propose a marker on the agreed leader and wait until every node applied
-    # it. A leader change can still lose it (a flush stall or a message from
-    # the faulty phase may arrive late): then propose again.
-    target = -1
+    def converged(self) -> bool:
+        return all(n.up and n.applied >= self.target for n in self.sim.nodes.values())
 
-    def converged() -> bool:
-        return all(n.up and n.applied >= target for n in sim.nodes.values())
+    def run(self, deadline: int) -> None:
+        """Propose a marker on the agreed leader until every node applied one. A
+        leader change can still lose it (a flush stall or a message from the faulty
+        phase may arrive late): then propose again."""
+        sim = self.sim
+        while True:
+            if not sim.run_until_true(lambda: self.agreed_leader() is not None, deadline - sim.now):
+                sim.fail(f"no agreed leader {LIVENESS_BOUND_MS} ms after the network healed")
+            lid = self.agreed_leader()
+            assert lid is not None
+            epoch = sim.core(lid).epoch
+            marker = sim.propose(1, lid)
+            assert marker is not None
+            self.target = marker[1] + 1
+            if not sim.run_until_true(
+                lambda lid=lid, epoch=epoch: self._done_or_changed(lid, epoch), deadline - sim.now
+            ):
+                lag = {n.node_id: n.applied for n in sim.nodes.values()}
+                sim.fail(f"not converged on offset {self.target} within the bound: applied {lag}")
+            if self.converged():
+                return
 
-    while True:
-        if not sim.run_until_true(lambda: agreed_leader() is not None, deadline - sim.now):
-            sim.fail(f"no agreed leader {LIVENESS_BOUND_MS} ms after the network healed")
-        lid = agreed_leader()
-        assert lid is not None
-        epoch = sim.core(lid).epoch
-        marker = sim.propose(1, lid)
-        assert marker is not None
-        target = marker[1] + 1
+    def _done_or_changed(self, lid: int, epoch: int) -> bool:
+        c = self.sim.nodes[lid].core
+        return self.converged() or c is None or not c.is_leader or c.epoch != epoch
 
-        def done_or_changed(lid: int = lid, epoch: int = epoch) -> bool:
-            c = sim.nodes[lid].core
-            return converged() or c is None or not c.is_leader or c.epoch != epoch
 
-        if not sim.run_until_true(done_or_changed, deadline - sim.now):
-            lag = {n.node_id: n.applied for n in sim.nodes.values()}
-            sim.fail(f"not converged on offset {target} within the bound: applied {lag}")
-        if converged():
-            break
-    # Every node holds the same committed prefix (checked while applying) and
-    # the final logs agree up to the marker.
+def run_seed(seed: int, trace: bool = False) -> SeedResult:
+    """One seed: the client and the faults until `duration`, then convergence.
+    Every node holds the same committed prefix (checked while applying) and the
+    final logs agree up to the marker."""
+    sim, rng, faults, duration = build(seed, trace)
+    sched = FaultScheduler(sim, rng, duration)
+    ClientWriter(sim, rng).start(sched)
+    FaultInjector(sim, rng, faults, sched).start()
+    sim.run_until(duration)
+    check = ConvergenceCheck(sim)
+    healed = check.heal()
+    check.run(healed + LIVENESS_BOUND_MS)
     if sim.stats.get("fault:membership"):
         sim.stats["membership_seed"] = 1
     return SeedResult(
