@@ -417,12 +417,12 @@ class ControllerService:
 
     def quorum_view(self) -> dict[str, Any]:
         if self.quorum is None:
-            raise ApiError("NOT_CONTROLLER", "this service has no quorum to describe")
+            raise ApiError("UNKNOWN_SERVER_ERROR", "this service was given no quorum to describe")
         return self.quorum.describe()
 
     def metrics_text(self) -> tuple[bytes, str]:
         if self.metrics is None:
-            raise ApiError("NOT_CONTROLLER", "this service keeps no metrics")
+            raise ApiError("UNKNOWN_SERVER_ERROR", "this service was given no metrics")
         return self.metrics.render()
 
     def reassignments(self) -> list[dict[str, Any]]:
@@ -436,7 +436,7 @@ class ControllerService:
 
     def read_committed_log(self, from_offset: int, max_bytes: int) -> tuple[bytes, int, int]:
         if self.quorum is None:
-            raise ApiError("NOT_CONTROLLER", "this service has no log to read")
+            raise ApiError("UNKNOWN_SERVER_ERROR", "this service was given no log to read")
         return self.quorum.read_committed(from_offset, max_bytes)
 
     # ---------------------------------------------------------------- event loop
