@@ -110,3 +110,38 @@ def test_facts_survive_the_pickle_the_workers_load(tmp_path: Path) -> None:
     assert back is not facts and back.units == facts.units
     assert any(type(c) is F.AlterIsr for u in back.units for c in u.commands)
     assert back.liveness._on == facts.liveness._on and back.racks == facts.racks
+
+
+def test_a_topic_command_group_committed_with_an_alter_partition_keeps_both() -> None:
+    """A real cluster's group commit put a topic deletion and another topic's
+    AlterPartition in one batch (tests/fixtures/whatif/chaos-plain-log): a topic
+    command writes no partition change, so the change is a fact of its own,
+    and the commands keep the order of their records."""
+    from metadata_log.image import MetadataImage
+    from metadata_log.records import (
+        PartitionChangeRecord,
+        PartitionRecord,
+        RemoveTopicRecord,
+        TopicRecord,
+    )
+
+    image = MetadataImage()
+    for offset, r in enumerate(
+        [
+            TopicRecord("gone", "T-gone"),
+            PartitionRecord("T-gone", 0, (1, 2), (1, 2), leader=1),
+            TopicRecord("kept", "T-kept"),
+            PartitionRecord("T-kept", 0, (1, 2), (1, 2), leader=1),
+        ]
+    ):
+        image.replay(r, offset)
+    delete, shrink = RemoveTopicRecord("T-gone"), PartitionChangeRecord("T-kept", 0, isr=(1,))
+
+    def commands(records: list) -> tuple:
+        cmds, unexplained = F._commands(records, image, T0, F.Liveness(9000), set(), {}, set())
+        assert unexplained == 0
+        return cmds
+
+    alter = F.AlterIsr("T-kept", 0, (1, 2), (1,), -1)
+    assert commands([delete, shrink]) == (F.DeleteTopic("T-gone"), alter)
+    assert commands([shrink, delete]) == (alter, F.DeleteTopic("T-gone"))
