@@ -182,9 +182,14 @@ class BrokerAgent:
     async def alter_partitions(self) -> None:
         """As a partition leader: one ISR change every while, from the committed view."""
         sim = self.sim
-        while True:
+        while sim.faults_on:
             await asyncio.sleep(sim.rng.randint(300, 1500) / 1000)
-            if self.up and self.epoch is not None and sim.now() >= self.silent_until:
+            if (
+                sim.faults_on
+                and self.up
+                and self.epoch is not None
+                and sim.now() >= self.silent_until
+            ):
                 await self.alter_partition()
 
     async def alter_partition(self) -> None:
@@ -305,8 +310,10 @@ class AdminClient:
             (0.78, self.unregister),
             (1.00, self.reassign),
         ]
-        while True:
+        while sim.faults_on:  # the healing checks watch a cluster left alone
             await asyncio.sleep(sim.rng.randint(200, 900) / 1000)
+            if not sim.faults_on:
+                return
             r = sim.rng.random()
             op = self.create_topic if not self.topics else next(f for p, f in ops if r < p)
             name, generate, kind = op()
@@ -558,8 +565,9 @@ class Scenario:
         sim.disk.fail_next.clear()
         sim.stall_armed.clear()
         for b in self.brokers:
+            # (a controlled shutdown, once asked for, goes on: as in Kafka a broker
+            # cannot take it back; it ends, the broker exits and starts again)
             b.silent_until = b.want_fence_until = 0
-            b.shutting_down = False
             if not b.up:
                 b.restart_later(1, 300)
         for nid in sim.voters:
