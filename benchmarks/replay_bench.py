@@ -367,6 +367,12 @@ def tables_hash(out: Path) -> dict[str, str]:
         for batch in t.combine_chunks().to_batches(max_chunksize=1 << 16):
             h.update(batch.serialize())
         result[name] = f"{t.num_rows}:{h.hexdigest()}"
+        del t
+    # Hand the tables' memory back to the OS: the next run's peak RSS starts from
+    # this process's RSS (_reset_peak_rss), and Arrow's allocator keeps freed pages.
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
     return result
 
 

@@ -31,6 +31,7 @@ on storage that the driver and every executor see.
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import sys
 import time
@@ -225,18 +226,35 @@ def _prepare_rows(plan: FilePlan, out: str, rows: Any) -> Summary:
     return summarize(events)
 
 
-def replay(
-    item: tuple[FilePlan, str, dict[Key, Delta], dict[Key, Any], dict[str, str]],
-) -> dict[str, int]:
-    """Task of step 3: the file's rows of the three partition tables; their counts."""
+def _start_path(out: str, plan: FilePlan) -> str:
+    return os.path.join(out, WORK, f"start-{plan.index:05d}.pickle")
+
+
+def replay_item(
+    plan: FilePlan, out: str, start: dict[Key, Delta], names: dict[str, str]
+) -> tuple[FilePlan, str]:
+    """The replay task of `plan`: its starting state and the topic names go
+    through a file under OUT/_work (which every executor sees), not inside the
+    task (about 1 MB per file at 10M records: Spark warns of big tasks and
+    ships them through the JVM)."""
+    data = pickle.dumps((start, names), protocol=pickle.HIGHEST_PROTOCOL)
+    _commit(_start_path(out, plan), lambda tmp: Path(tmp).write_bytes(data))
+    return plan, out
+
+
+def replay(item: tuple[FilePlan, str]) -> dict[str, Any]:
+    """Task of step 3: the file's rows of the three partition tables (those that
+    end in a later file are returned, see `replay_file(ends=None)`); their counts."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     t0, c0 = time.time(), time.process_time()
-    plan, out, start, ends, names = item
+    plan, out = item
+    with open(_start_path(out, plan), "rb") as fh:
+        start, names = pickle.load(fh)  # written by this job's driver (replay_item)
     with pa.memory_map(_events_path(out, plan)) as source:
         events = pa.ipc.open_file(source).read_all()
-    tables = replay_file(events, start, ends, names)
+    tables = replay_file(events, start, None, names)
     counts: dict[str, Any] = {}
     for name, table in tables.items():
         if name in OPEN_TABLES.values():
@@ -472,7 +490,7 @@ def replay_log(
                 start = fold.push(summary)
                 names.update(summary.names)
                 early_plans[p.index] = (p, summary)
-                item = (p, str(out), start, None, dict(names))
+                item = replay_item(p, str(out), start, names)
                 replays[p.index] = (p, runner.submit(replay, item, "replay"))
             cut = i + 1
         (records_dir / "_SUCCESS").touch()
@@ -520,7 +538,7 @@ def replay_log(
             if not standing:
                 if got is not None:
                     got[1].result()  # it writes the same parts: let it finish first
-                item = (p, str(out), starts[i], None, all_names)
+                item = replay_item(p, str(out), starts[i], all_names)
                 replays[p.index] = (p, runner.submit(replay, item, "replay"))
         # While the last replays run: where the rows they leave open end, and
         # broker_history; then each file's open rows as its replay returns.
