@@ -310,6 +310,8 @@ class AdminClient:
             (0.78, self.unregister),
             (1.00, self.reassign),
         ]
+        if sim.p.big_topic:
+            await self.create_big_topic()
         while sim.faults_on:  # the healing checks watch a cluster left alone
             await asyncio.sleep(sim.rng.randint(200, 900) / 1000)
             if not sim.faults_on:
@@ -319,6 +321,21 @@ class AdminClient:
             name, generate, kind = op()
             out = await sim.command(ADMIN, self.target, name, generate)
             self._answered(kind, out)
+
+    async def create_big_topic(self) -> None:
+        """The big topic (replication factor 2), as soon as two brokers are up (after
+        the faults too: then the final silent broker's fence is a large write)."""
+        sim = self.sim
+        req = CreateTopicRequest("big", sim.p.big_topic, 2, None, {})
+        while True:
+            await asyncio.sleep(0.2)
+            out = await sim.command(
+                ADMIN, self.target, "create-topic", lambda c, now, off: c.create_topic(req, now)
+            )
+            self._answered("big", out)
+            if out[0] == "ok":
+                sim.checker.acked.append(("topic", ("big", out[1]["topic_id"])))
+                return
 
     def _answered(self, kind: str, out: Outcome) -> None:
         sim = self.sim
@@ -543,10 +560,11 @@ class Scenario:
         await self.final_checks()
 
     async def check_images(self) -> None:
-        """The checker's beat: every controller's image, every 100 ms."""
+        """The checker's beat: every controller's image, every 100 ms (every second
+        with the big topic: each check reads every partition of every image)."""
         sim = self.sim
         while True:
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(1.0 if sim.p.big_topic else 0.1)
             try:
                 sim.raise_recorded()
                 sim.checker.check_images()

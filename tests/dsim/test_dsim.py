@@ -54,6 +54,7 @@ EVIDENCE = (
     "admin:ok",
     "admin:NOT_CONTROLLER",  # a standby refused a write and named the leader
     "txn",  # a result too large for one batch written as a metadata transaction
+    "big_txn",  # a fence of a broker in more ISRs than a replay slice: a large write
     "unclean_election",
     # KIP-455 reassignments, leader balancing, KIP-966 ELR
     "reassign:ok",
