@@ -28,7 +28,8 @@ Kafka's names where Kafka has one:
   connections were evicted and re-opened (the reconnect storm doing it all again)
   and Raft went unanswered long enough for leadership to churn (issue 25). An
   admitted connection starts its handshake when one of `max_handshakes` slots is
-  free, and waits in line (oldest first) otherwise, up to the head timeout; its
+  free, and waits in line otherwise (hosts taking turns, each host's oldest
+  first), up to the head timeout; its
   head deadline is then counted from the handshake's start, so waiting in line
   never makes a finished handshake worthless. A slot is freed when the handshake
   ends, or after `handshake_slot_ms` (a peer that stalls its handshake must not
@@ -159,7 +160,10 @@ class ConnectionQuotas:
         # Open connections not yet known to be established (queued for a handshake
         # slot or started), by since_ms, oldest first.
         self._unestablished: OrderedDict[int, None] = OrderedDict()
-        self._queued: OrderedDict[int, None] = OrderedDict()  # open, not started, oldest first
+        self._queued: dict[int, None] = {}  # open, not started
+        # the line for handshake slots: per host, oldest first; hosts take turns
+        self._line_by_ip: dict[str, deque[int]] = {}
+        self._line_turns: deque[str] = deque()
         self._slots: dict[int, int] = {}  # started, handshake under way -> slot ends (ms)
         self._waiting: OrderedDict[int, _Conn] = OrderedDict()  # oldest first
         self._waiting_by_ip: dict[str, deque[int]] = {}
@@ -263,7 +267,7 @@ class ConnectionQuotas:
         conn = self._open.pop(conn_id, None)
         if conn is not None:
             self._unestablished.pop(conn_id, None)
-            self._queued.pop(conn_id, None)
+            self._unqueue(conn_id)
         else:
             conn = self._waiting.pop(conn_id, None)  # its per-host queue entry goes lazily
         if conn is not None:
@@ -341,7 +345,7 @@ class ConnectionQuotas:
             self._per_ip[conn.ip] = self._per_ip.get(conn.ip, 0) + 1
         self.admitted += 1
         if not conn.protected and (self._queued or not self._free_slot(now_ms)):
-            self._queued[conn_id] = None  # its turn comes with a free slot
+            self._queue(conn_id, conn.ip)  # its turn comes with a free slot
             return QuotaActions(evict=tuple(evict))
         self._take_slot(conn_id, conn, now_ms)
         return QuotaActions(admit=(conn_id,), evict=tuple(evict))
@@ -364,13 +368,48 @@ class ConnectionQuotas:
             del self._slots[conn_id]
         return len(self._slots) < self.config.max_handshakes
 
+    def _queue(self, conn_id: int, ip: str) -> None:
+        self._queued[conn_id] = None
+        line = self._line_by_ip.get(ip)
+        if line is None:
+            line = self._line_by_ip[ip] = deque()
+            self._line_turns.append(ip)
+        line.append(conn_id)
+
+    def _unqueue(self, conn_id: int) -> None:
+        """Out of the line (its host's entry goes lazily, or all at once when the line
+        is empty)."""
+        if self._queued.pop(conn_id, 0) is not None and not self._queued:
+            self._line_by_ip.clear()
+            self._line_turns.clear()
+
+    def _next_in_line(self) -> int:
+        """The next host's oldest queued connection, hosts taking turns: a host that
+        floods the line with stalled handshakes (each holds a slot up to
+        handshake_slot_ms) does not push another host's one connection back."""
+        while True:
+            ip = self._line_turns.popleft()
+            line = self._line_by_ip[ip]
+            while line and line[0] not in self._queued:
+                line.popleft()  # gone while in line
+            if not line:
+                del self._line_by_ip[ip]
+                continue
+            conn_id = line.popleft()
+            if line:
+                self._line_turns.append(ip)
+            else:
+                del self._line_by_ip[ip]
+            return conn_id
+
     def _start_queued(self, now_ms: int) -> QuotaActions:
-        """Start the oldest queued connections while slots are free."""
+        """Start queued connections, hosts taking turns, while slots are free."""
         self._last_ms = max(self._last_ms, now_ms)
         now_ms = self._last_ms  # since_ms never goes back: the deadline order holds
         admit: list[int] = []
         while self._queued and self._free_slot(now_ms):
-            conn_id, _ = self._queued.popitem(last=False)
+            conn_id = self._next_in_line()
+            del self._queued[conn_id]
             self._take_slot(conn_id, self._open[conn_id], now_ms)
             admit.append(conn_id)
         return QuotaActions(admit=tuple(admit)) if admit else _NOTHING
@@ -384,7 +423,7 @@ class ConnectionQuotas:
 
     def _drop_open(self, conn_id: int) -> None:
         conn = self._open.pop(conn_id)
-        self._queued.pop(conn_id, None)
+        self._unqueue(conn_id)
         self._slots.pop(conn_id, None)
         self._forget(conn.ip)
 

@@ -448,3 +448,33 @@ def test_random_walks_keep_the_handshake_bound(seed: int) -> None:
         if h.q.queued_count:
             assert h.q.handshaking_count == bound or h.q.next_deadline_ms() is not None
         assert h.q.open_count == len(h.open) + h.q.queued_count
+
+
+def test_hosts_take_turns_in_the_handshake_line() -> None:
+    """A host flooding the line with stalled handshakes (each holding a slot for
+    handshake_slot_ms) does not push another host's one connection to the back."""
+    h = Slots(max_handshakes=1, handshake_slot_ms=250)
+    first = h.accept("6.6.6.6")
+    flood = [h.accept("6.6.6.6") for _ in range(100)]
+    honest = h.accept("1.1.1.1")
+    assert h.started == [first] and h.q.queued_count == 101
+    h.tick(250)
+    assert h.started[-1] == flood[0]
+    h.tick(250)
+    assert h.started[-1] == honest  # its host's turn, ahead of 99 older ones
+    h.tick(250)
+    assert h.started[-1] == flood[1]
+
+
+def test_a_line_emptied_by_closes_and_evictions_starts_afresh() -> None:
+    h = Slots(max_handshakes=1, request_head_timeout_ms=1_000, handshake_slot_ms=5_000)
+    h.accept("6.6.6.6")
+    queued = [h.accept("6.6.6.6") for _ in range(3)]
+    for conn_id in queued:
+        h.q.on_closed(conn_id, h.now)
+    assert h.q.queued_count == 0
+    h.tick(500)
+    late = h.accept("7.7.7.7")
+    assert h.q.queued_count == 1
+    assert h.tick(500).evict == ((1, HEAD_TIMEOUT),)  # the first's deadline; `late` starts
+    assert h.started[-1] == late
