@@ -150,6 +150,10 @@ class SimLoop(asyncio.SelectorEventLoop):
     def kill(self, owner: int) -> list[asyncio.Task[Any]]:
         """Cancel every task and pending executor job of `owner` (a process crash);
         returns the cancelled tasks, to be awaited."""
+        # A paused process dies too: what it held runs now, as its unwinding (its
+        # executor jobs are dead), never after it restarted under the same owner.
+        self.paused_until.pop(owner, None)
+        self._ready.extend(self._held.pop(owner, []))  # type: ignore[attr-defined]
         for h in self._jobs_of.pop(owner, set()):
             h.cancel()
         tasks = sorted(self.tasks_of.pop(owner, set()), key=lambda t: t.get_name())

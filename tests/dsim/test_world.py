@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import random
 import time
@@ -94,3 +95,34 @@ def test_a_failed_fsync_is_reported_and_a_retry_recorded(tmp_path: Path) -> None
             os.fsync(f.fileno())
         os.fsync(f.fileno())
     assert disk.retried_after_failure
+
+
+def test_a_paused_process_waits_in_order_and_a_crash_ends_its_pause() -> None:
+    loop = SimLoop()
+    ran: list[tuple[str, float]] = []
+
+    async def worker(name: str) -> None:
+        for _ in range(2):
+            await asyncio.sleep(0.1)
+            ran.append((name, round(loop.time(), 3)))
+
+    def spawn(owner: int | None, name: str) -> asyncio.Task[None]:
+        ctx = contextvars.copy_context()
+        ctx.run(OWNER.set, owner)
+        return loop.create_task(worker(name), context=ctx)
+
+    async def main() -> None:
+        a, b = spawn(1, "a"), spawn(None, "b")
+        await asyncio.sleep(0.05)
+        loop.pause(1, 1.0)  # a's wakeup at 0.1 waits until 1.05
+        await asyncio.wait([a, b])
+        c = spawn(2, "c")
+        await asyncio.sleep(0.01)
+        loop.pause(2, 10.0)
+        loop.kill(2)  # dies paused: its cancellation runs now, not in 10 s
+        await asyncio.wait([c])
+        assert c.cancelled()
+        assert loop.time() < 1.2  # (held until 11.06 it would end then)
+
+    _run(loop, main())
+    assert ran == [("b", 0.1), ("b", 0.2), ("a", 1.05), ("a", 1.15)]
