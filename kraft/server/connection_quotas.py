@@ -379,7 +379,7 @@ class ConnectionQuotas:
     def _unqueue(self, conn_id: int) -> None:
         """Out of the line (its host's entry goes lazily, or all at once when the line
         is empty)."""
-        if self._queued.pop(conn_id, 0) is not None and not self._queued:
+        if conn_id in self._queued and self._queued.pop(conn_id) is None and not self._queued:
             self._line_by_ip.clear()
             self._line_turns.clear()
 
