@@ -1,6 +1,6 @@
 """`ReplicatedLog`: what the Raft core needs from a log (Kafka's ReplicatedLog).
 
-It is metadata_log.log.FileLog's API plus snapshot hooks. The core calls
+It is metadata_log.file_log.FileLog's API plus snapshot hooks. The core calls
 append / truncate_to / read directly, as KafkaRaftClient does, but never
 `flush()`: durability goes through Ready.flush_to -> the shell -> on_flushed, so
 that the cost of fsync is the shell's (a thread, batching) and the core only
