@@ -650,6 +650,14 @@ class Scenario:
                 return None
         return img.offset
 
+    def _replayed(self) -> bool:
+        return all(
+            n is not None
+            and not n.controller.image.applying
+            and n.controller.image.offset >= n.raft.delivered_offset - 1
+            for n in self.sim.nodes.values()
+        )
+
     async def every_broker_back(self) -> None:
         sim = self.sim
         deadline = sim.now() + LIVENESS_BOUND_MS
@@ -698,6 +706,9 @@ class Scenario:
 
     async def final_checks(self) -> None:
         sim = self.sim
+        # every node done replaying what it has (a large fence replays in slices)
+        if not await self._wait(self._replayed, sim.now() + LIVENESS_BOUND_MS):
+            sim.fail("the controllers did not finish replaying their committed log")
         sim.checker.check_images()
         sim.checker.check_acked()
         if sim.disk.retried_after_failure:
