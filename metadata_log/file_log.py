@@ -726,6 +726,14 @@ class FileLog:
             (count,) = _COUNT.unpack_from(chunk, off + _COUNT_AT)
             if base + count > from_offset:
                 return pos
+            if length < HEADER_SIZE:
+                # Zeroed or torn bytes where a batch should be: stepping by 0
+                # would spin this loop for ever (found by the deployed simulator,
+                # seed 104), so the read fails and names the place instead.
+                raise OSError(
+                    errno.EIO,
+                    f"{seg.path.name}: batch length {length} at {pos} looking for offset {from_offset}",
+                )
             pos += length
 
     # ======================================================= structural changes

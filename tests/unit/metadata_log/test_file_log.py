@@ -567,3 +567,22 @@ def test_damage_above_a_lagging_recovery_point_is_a_torn_tail(
     seg.write_bytes(bytes(data))
     with pytest.raises(CorruptBatchError, match=r"00000000000000000000\.log at offset 2"):
         FileLog.open(tmp_path)
+
+
+def test_a_zeroed_batch_before_the_offset_fails_the_read_instead_of_spinning(
+    tmp_path: Path,
+) -> None:
+    # One index entry for the whole segment, so reading the third batch scans
+    # from position 0 across the second, which is zeroed in place.
+    log = FileLog.open(tmp_path, index_interval_bytes=1 << 20)
+    written = fill(log, 3)
+    log.flush()
+    second_at = len(written[0])
+    seg_file = sorted(tmp_path.glob("*.log"))[0]
+    with open(seg_file, "r+b") as f:
+        f.seek(second_at)
+        f.write(bytes(len(written[1])))
+    log._read_hints.clear()  # noqa: SLF001 - force the scan from the index entry
+    with pytest.raises(OSError, match="batch length 0"):
+        log.read(4, 1 << 20)
+    log.close()
