@@ -43,6 +43,7 @@ from broker_agent.lifecycle import (
 )
 from broker_agent.send_gate import CATCHING_UP, KEEP_SESSION, RECOVERING, REGISTER, SendGate
 from kraft.clock import mono_ms
+from kraft.config import default_of
 from kraft.security.client_security import NONE, ClientSecurity
 from metadata_log.image import MetadataImage
 from metadata_log.records import LATEST_METADATA_VERSION, METADATA_VERSION_FEATURE
@@ -140,11 +141,11 @@ def percentile(values: list[float], q: float) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
-    heartbeat_interval_ms: int = 2000
+    heartbeat_interval_ms: int = default_of("broker.heartbeat.interval.ms")
     # register / heartbeat: skip a silent controller after this (the CLI uses half
     # of broker.session.timeout.ms, as Kafka does)
     request_timeout_ms: int = 4500
-    controlled_shutdown_timeout_ms: int = 30_000
+    controlled_shutdown_timeout_ms: int = default_of("controlled.shutdown.timeout.ms")
     rack: str | None = None
     host: str = "127.0.0.1"
     listener_port: int = 9092

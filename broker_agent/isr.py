@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kraft.config import default_of
 from metadata_log.image import MetadataImage, PartitionRegistration
 
 PartitionKey = tuple[str, int]  # (topic_id, partition_id)
@@ -46,7 +47,7 @@ RECOVERED, RECOVERING = 0, 1
 
 @dataclass(frozen=True, slots=True)
 class IsrConfig:
-    expansion_enabled: bool = True
+    expansion_enabled: bool = default_of("broker.isr.expansion.enable")
     lag_probability: float = 0.0  # per ISR follower per check
     check_interval_ms: int = 2000
     catch_up_ms: int = 1000
@@ -57,7 +58,7 @@ class IsrConfig:
     retry_backoff_ms: int = 500
     retry_backoff_max_ms: int = 5000
     pending_timeout_ms: int = 10_000
-    min_insync_replicas: int = 1  # the cluster default; a topic's config wins
+    min_insync_replicas: int = default_of("min.insync.replicas")  # a topic's config wins
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lag_probability <= 1.0:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from kraft.config import default_of
+
 # Registration errors that no retry can fix (DESIGN 1.2: INVALID_REQUEST for a
 # controller's node id or a malformed request, a cluster id mismatch).
 FATAL_REGISTRATION_ERRORS = frozenset(
@@ -58,9 +60,9 @@ class LifecycleConfig:
     broker_id: int
     cluster_id: str
     incarnation_id: str
-    heartbeat_interval_ms: int = 2000
+    heartbeat_interval_ms: int = default_of("broker.heartbeat.interval.ms")
     request_timeout_ms: int = 2000
-    controlled_shutdown_timeout_ms: int = 30_000
+    controlled_shutdown_timeout_ms: int = default_of("controlled.shutdown.timeout.ms")
     # How long a request may wait for the shell to put it on the wire (a fleet's
     # shared connections, broker_agent/send_gate.py) before its request timeout
     # starts (`on_sent`); a shell that sends at once calls on_sent at once.
