@@ -47,6 +47,7 @@ import logging
 import os
 import re
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
@@ -738,6 +739,17 @@ class FileLog:
 
     # ======================================================= structural changes
 
+    def _delete_segment_files(self, segments: Iterable[_Segment]) -> None:
+        """Close and unlink each segment and its index, in the order given; a failed
+        unlink is fatal (the log no longer knows what is on disk)."""
+        for seg in segments:
+            os.close(seg.fd)
+            try:
+                self._unlink(seg.path)
+                self._unlink(seg.index_path)
+            except OSError as e:
+                raise self._fatal(f"delete {seg.path}", e) from e
+
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset >= `offset`; returns the new end offset.
 
@@ -783,13 +795,7 @@ class FileLog:
         # (Everything below it was just fsynced, so new_end is a valid recovery point.)
         self._write_recovery_point(new_end)
         doomed = self._segments[cut_seg + 1 :]
-        for seg in reversed(doomed):
-            os.close(seg.fd)
-            try:
-                self._unlink(seg.path)
-                self._unlink(seg.index_path)
-            except OSError as e:
-                raise self._fatal(f"delete {seg.path}", e) from e
+        self._delete_segment_files(reversed(doomed))
         del self._segments[cut_seg + 1 :]
         del self._bases[cut_seg + 1 :]
         seg = self._segments[cut_seg]
@@ -854,13 +860,7 @@ class FileLog:
             n += 1
         if n == 0:
             return self._segments[0].base
-        for seg in self._segments[:n]:
-            os.close(seg.fd)
-            try:
-                self._unlink(seg.path)
-                self._unlink(seg.index_path)
-            except OSError as e:
-                raise self._fatal(f"delete {seg.path}", e) from e
+        self._delete_segment_files(self._segments[:n])
         del self._segments[:n]
         del self._bases[:n]
         self._dir_dirty = True
