@@ -390,28 +390,50 @@ class MetadataImage:
     ) -> None:
         """Apply a transaction's records [start, stop) at its end: a staged change
         is published (the image's partition set, its undo entry, the listener),
-        anything else is applied as `replay` applies it."""
+        anything else is applied as `replay` applies it.
+
+        A listener with `partitions_changed` hears the published changes a slice
+        at a time (the controller's index then moves them with set operations in
+        C: one call per change was most of a fence's end). A slice holds each
+        partition at most once: a change published from the registration it was
+        merged from is the partition's first in this end (any earlier one replaced
+        that registration); anything else is told at once, after the slice so far."""
         apply = self._apply
         topics = self.topics
         journal = self._journal
         at = self.offset
-        listener = None if self.listener is None else self.listener.partition_changed
+        listener = self.listener
+        one = None if listener is None else listener.partition_changed
+        many = getattr(listener, "partitions_changed", None)
+        told: list[tuple[str, int, PartitionRegistration, PartitionRegistration]] = []
+        tell = told.append
         n_staged = min(stop, len(staged))
         for i in range(start, stop):
             rec, off = pending[i]
             if i >= n_staged or staged[i] is None:
+                if told:
+                    many(told)  # type: ignore[misc]
+                    told.clear()
                 apply(rec, off)
                 continue
             # a staged PartitionChangeRecord: _partition_change, merged already
             tid, pid = rec.topic_id, rec.partition_id  # type: ignore[union-attr]
             partitions = topics[tid].partitions
             p = partitions[pid]
-            new = staged[i] if p is base[i] else p.merge(rec)  # type: ignore[arg-type]
+            first = p is base[i]
+            new = staged[i] if first else p.merge(rec)  # type: ignore[arg-type]
             if journal is not None:
                 journal.append((at, partitions, pid, p))
             partitions[pid] = new
-            if listener is not None:
-                listener(tid, pid, p, new)
+            if many is not None and first:
+                tell((tid, pid, p, new))  # type: ignore[arg-type]
+            elif one is not None:
+                if told:
+                    many(told)  # type: ignore[misc]
+                    told.clear()
+                one(tid, pid, p, new)
+        if told:
+            many(told)  # type: ignore[misc]
 
     def replay_batch(
         self, base_offset: int, records: Iterable[Record], append_time_ms: int = 0

@@ -50,6 +50,21 @@ class Calls:
         self.calls.append((topic_id, partition_id, old, new))
 
 
+class Batched(Calls):
+    """A listener that also hears a slice of changes at once (as the controller's
+    index does): the calls, flattened, must be the one-by-one calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slices = 0
+
+    def partitions_changed(self, changes: list[tuple[str, int, Any, Any]]) -> None:
+        keys = [(c[0], c[1]) for c in changes]
+        assert len(set(keys)) == len(keys), "a slice names a partition twice"
+        self.slices += 1
+        self.calls.extend(changes)
+
+
 def base_records(rng: random.Random) -> list[Any]:
     out: list[Any] = [RegisterBrokerRecord(b, f"i{b}", 10 + b, fenced=False) for b in BROKERS]
     for tid in TOPICS:
@@ -60,11 +75,13 @@ def base_records(rng: random.Random) -> list[Any]:
     return out
 
 
-def image_of(records: list[Any], journal: bool) -> tuple[MetadataImage, Calls]:
+def image_of(
+    records: list[Any], journal: bool, batched: bool = False
+) -> tuple[MetadataImage, Calls]:
     image = MetadataImage()
     for off, rec in enumerate(records):
         image.replay(rec, off)
-    calls = Calls()
+    calls = Batched() if batched else Calls()
     image.listener = calls
     if journal:
         image.enable_journal()
@@ -116,9 +133,14 @@ def reference(base: list[Any], begin: int, body: list[Any], journal: bool) -> An
 
 
 def staged(
-    base: list[Any], begin: int, body: list[Any], journal: bool, step: int | None
+    base: list[Any],
+    begin: int,
+    body: list[Any],
+    journal: bool,
+    step: int | None,
+    batched: bool = False,
 ) -> tuple[MetadataImage, Calls]:
-    image, calls = image_of(base, journal)
+    image, calls = image_of(base, journal, batched)
     image.replay(BeginTransactionRecord("t"), begin)
     for k, rec in enumerate(body):
         image.replay(rec, begin + 1 + k)
@@ -144,8 +166,8 @@ def test_a_staged_transaction_equals_its_records_applied_one_by_one(seed: int) -
     begin = len(base)
     journal = seed % 2 == 0
     want, want_calls = reference(base, begin, body, journal)
-    for step in (None, 1, 4, 1000):
-        got, got_calls = staged(base, begin, body, journal, step)
+    for step, batched in ((None, False), (1, False), (4, True), (1000, True), (None, True)):
+        got, got_calls = staged(base, begin, body, journal, step, batched)
         same(got, want)
         assert got_calls.calls == want_calls.calls
         if journal:
