@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from metadata_log.errors import MetadataLogError
@@ -52,6 +52,7 @@ from metadata_log.records import (
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    slot_constructor,
 )
 
 _MISSING: Any = object()
@@ -172,25 +173,6 @@ class PartitionRegistration:
         return bool(self.adding_replicas or self.removing_replicas)
 
 
-def _slot_constructor(cls: type) -> Any:
-    """`cls(*fields)` for a frozen, slotted dataclass without __post_init__, setting
-    the slots directly: the frozen __init__ pays object.__setattr__ per field, twice
-    the cost (1.3 us a PartitionRegistration; a fence merges a million). The
-    records' decoders (metadata_log.records._compile_decoder) are built alike."""
-    if hasattr(cls, "__post_init__"):  # pragma: no cover - guard for future fields
-        raise TypeError(f"{cls.__name__} defines __post_init__")
-    names = [f.name for f in fields(cls)]
-    env: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    args = ", ".join(f"a{i}" for i in range(len(names)))
-    lines = [f"def make({args}):", "    r = _new(_cls)"]
-    for i, name in enumerate(names):
-        env[f"_s{i}"] = cls.__dict__[name].__set__
-        lines.append(f"    _s{i}(r, a{i})")
-    lines.append("    return r")
-    exec("\n".join(lines), env)  # noqa: S102 - generated from dataclass fields only
-    return env["make"]
-
-
 class _PartitionDict(dict):  # type: ignore[type-arg]
     """A topic's partitions; knows its topic id so a revert can notify the listener."""
 
@@ -216,7 +198,7 @@ class TopicImage:
 
 
 # PartitionRegistration(*all ten fields, positional), at half the cost
-_new_registration = _slot_constructor(PartitionRegistration)
+_new_registration = slot_constructor(PartitionRegistration)
 
 
 class MetadataImage:
