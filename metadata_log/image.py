@@ -22,7 +22,7 @@ replica must stop, never guess.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -288,6 +288,46 @@ class MetadataImage:
                 self._stage(record)
         else:
             self._apply(record, offset)
+
+    def queue_in_transaction(
+        self,
+        records: Sequence[Record],
+        start: int,
+        base_offset: int,
+        stop_types: frozenset[type] = frozenset(),
+    ) -> int:
+        """`replay(records[i], base_offset + i)` for i from `start`, while a
+        transaction is open, up to the first transaction marker or record of a
+        `stop_types` class; returns that index (`start`: nothing replayed). Equal
+        to `replay` record by record, journal and staging included, at a third of
+        the calls: a fence's million records are queued so on every controller."""
+        pending = self._txn
+        if pending is None or self._applying:
+            return start
+        journal = self._journal
+        stage = self._stage if self._staging else None
+        stop = len(records)
+        offset = self.offset
+        i = start
+        while i < stop:
+            rec = records[i]
+            t = type(rec)
+            if t in _TXN_MARKERS or t in stop_types:
+                break
+            at = base_offset + i
+            if at <= offset:
+                raise MetadataReplayError(at, f"offset is not after the image's {offset}")
+            if journal is not None:
+                journal.append((at, _ATTR, "offset", offset))
+                journal.append((at, _ATTR, "_txn_len", len(pending)))
+            offset = self.offset = at
+            pending.append((rec, at))  # type: ignore[arg-type]
+            if stage is not None:
+                stage(rec)
+                if not self._staging:
+                    stage = None
+            i += 1
+        return i
 
     def replay_in_steps(self, record: Record, offset: int, step: int) -> Iterator[int]:
         """`replay(record, offset)` in slices of `step` records, yielding (the records

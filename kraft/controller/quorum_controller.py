@@ -239,10 +239,17 @@ class QuorumController:
         if observer is not None and self.active:
             records = records if isinstance(records, list | tuple) else list(records)
             observer.replaying(self, base_offset, records)
-        off = base_offset
-        for rec in records:
-            self.replay(rec, off)
-            off += 1
+        recs = records if isinstance(records, list | tuple) else list(records)
+        queue = self.image.queue_in_transaction
+        i, n = 0, len(recs)
+        while i < n:
+            # inside a transaction, a run of records is queued at once (a fence's
+            # million); a broker record also moves this controller's soft state
+            j = queue(recs, i, base_offset, _BROKER_RECORDS)
+            if j == i:
+                self.replay(recs[i], base_offset + i)
+                j += 1
+            i = j
         self.image.last_append_time_ms = max(self.image.last_append_time_ms, append_time_ms)
 
     def replay_in_steps(

@@ -267,3 +267,42 @@ def test_a_copy_of_an_open_transaction_ends_as_the_original() -> None:
     image.replay(EndTransactionRecord(), end)
     other.replay(EndTransactionRecord(), end)
     same(image, other)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_queueing_a_run_of_records_equals_replaying_them_one_by_one(seed: int) -> None:
+    rng = random.Random(200 + seed)
+    base = base_records(rng)
+    begin = len(base)
+    body = txn_body(rng, 50)
+    stop_types = frozenset({FenceBrokerRecord})
+    one, _ = image_of(base, True)
+    run, _ = image_of(base, True)
+    for image in (one, run):
+        image.replay(BeginTransactionRecord("t"), begin)
+    for k, rec in enumerate(body):
+        one.replay(rec, begin + 1 + k)
+    i = 0
+    while i < len(body):  # as QuorumController.replay_batch does
+        j = run.queue_in_transaction(body, i, begin + 1, stop_types)
+        if j == i:
+            assert type(body[i]) in stop_types
+            run.replay(body[i], begin + 1 + i)
+            j += 1
+        i = j
+    assert list(run._journal) == list(one._journal)  # type: ignore[arg-type]
+    assert run._txn == one._txn and run._txn_new == one._txn_new and run.offset == one.offset
+    end = begin + 1 + len(body)
+    for image in (one, run):
+        image.replay(EndTransactionRecord(), end)
+    same(run, one)
+    with pytest.raises(MetadataReplayError, match="not after"):
+        run.replay(BeginTransactionRecord("u"), end + 1)
+        run.queue_in_transaction([NoOpRecord()], 0, end)
+
+
+def test_queueing_outside_a_transaction_replays_nothing() -> None:
+    image, _ = image_of(base_records(random.Random(1)), False)
+    offset = image.offset
+    assert image.queue_in_transaction([NoOpRecord()], 0, offset + 1) == 0
+    assert image.offset == offset
