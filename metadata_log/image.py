@@ -12,7 +12,10 @@ no clock. Rules follow Kafka 3.x:
 - records between BeginTransactionRecord and EndTransactionRecord are applied
   only at the end record (KIP-868); an AbortTransactionRecord drops them. A
   large transaction's end can be applied in slices (`replay_in_steps`), so a
-  shell serving the network meanwhile never stops for a million records.
+  shell serving the network meanwhile never stops for a million records; its
+  partition changes are merged as they arrive (`_stage`), so the end only
+  publishes them (issue 26: the merges of a fence of a million partitions then
+  run while its batches commit, not after).
 
 A record that contradicts the image (a fence for an unknown broker, a change to
 an unknown partition) raises MetadataReplayError naming the offset: a diverged
