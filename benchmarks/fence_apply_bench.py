@@ -17,6 +17,12 @@ stage, µs per record); `--profile leader|standby` prints a cProfile of that pat
 to stderr instead of timing it once.
 
     .venv/bin/python benchmarks/fence_apply_bench.py --partitions 1000000
+
+At 1M (one run each, nice 19, load 3.1-3.9 from other work), us per record,
+c39d00a -> 9f30a6e: leader generate 2.33 -> 1.72; leader replay of the
+transaction's records 0.51 -> 1.50 and of its end 3.10 -> 1.33 (the merges moved
+before the end, the index told a slice at a time); standby queue 0.21 -> 1.37 and
+end 3.52 -> 1.49. The end is what runs after the commit on a standby.
 """
 
 from __future__ import annotations
