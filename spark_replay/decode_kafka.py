@@ -38,7 +38,9 @@ import itertools
 import json
 import mmap
 import struct
+import traceback
 from collections.abc import Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +49,25 @@ import numpy as np
 import pyarrow as pa
 
 from metadata_log.errors import MetadataLogError
-from metadata_log.kafka.batch import CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC, parse_header
+from metadata_log.kafka.batch import (
+    ATTR_CODEC_MASK,
+    ATTR_CONTROL,
+    ATTR_LOG_APPEND_TIME,
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    parse_header,
+)
+from metadata_log.kafka.message import read_uvarint as _uv
 from metadata_log.kafka.reader import decoded_records, iter_native_batches, native_records
-from metadata_log.kafka.record_serde import NATIVE_FIELDS, UnmodelledKafkaRecord, to_native
+from metadata_log.kafka.record_serde import (
+    NATIVE_FIELDS,
+    UnmodelledKafkaRecord,
+    decode_value,
+    native_values,
+    to_native,
+)
 from metadata_log.records import Record, record_fields
 from spark_replay.decode import (
     _BOOL,
@@ -219,8 +237,6 @@ def _plan(f: LogFile, data: Any) -> _Plan | None:
 
 
 def _vectorised(f: LogFile, data: Any, plan: _Plan, chunk_records: int) -> Iterator[pa.RecordBatch]:
-    name, upto = f.path, f.upto_offset
-    tail = (f.source, f.snapshot_end_offset)
     h = plan.headers
     counts = np.where(plan.noop, 1, h["record_count"].astype(np.int64))[: plan.keep]
     # chunks of whole batches of about chunk_records records
@@ -228,8 +244,34 @@ def _vectorised(f: LogFile, data: Any, plan: _Plan, chunk_records: int) -> Itera
         np.cumsum(counts), np.arange(chunk_records, counts.sum(), chunk_records)
     )
     edges = [0, *sorted(set((bounds + 1).tolist()) - {0}), plan.keep]
+    u8 = np.frombuffer(data, np.uint8)
+    try:
+        yield from _chunks(f, data, u8, plan, edges)
+    except BaseException as e:
+        # The file's map can only be closed once no array holds it: the frames of
+        # the traceback (their locals hold `u8`) let go of it, the error stays.
+        traceback.clear_frames(e.__traceback__)
+        raise
+    finally:
+        del u8
+    stopped = plan.keep < len(plan.positions)
+    if f.next_base_offset is not None and plan.next_offset != f.next_base_offset and not stopped:
+        raise MetadataLogError(
+            f"gap in the log: {f.path} ends at offset {plan.next_offset} but the next "
+            f"segment starts at offset {f.next_base_offset}"
+        )
+
+
+def _chunks(
+    f: LogFile, data: Any, u8: np.ndarray, plan: _Plan, edges: list[int]
+) -> Iterator[pa.RecordBatch]:
+    """The Arrow batches of each chunk of whole batches [edges[k], edges[k + 1])."""
+    name, upto = f.path, f.upto_offset
+    tail = (f.source, f.snapshot_end_offset)
+    h = plan.headers
     positions = plan.positions.tolist()
     books = {kind: _Codebook(kind) for kind in ("str", "list", "opt_list")}
+    values = _Values()
     for i0, i1 in itertools.pairwise(edges):
         if i1 <= i0:
             continue
@@ -239,20 +281,22 @@ def _vectorised(f: LogFile, data: Any, plan: _Plan, chunk_records: int) -> Itera
             yield _noop_batch(h, noops, f)
         out = _Rows()
         hot = _HotRows()
-        for i in idx[~plan.noop[i0:i1]].tolist():
-            hdr = parse_header(data, positions[i], name)
+        rest = idx[~plan.noop[i0:i1]]
+        plain = rest[(h["attributes"][rest] & (ATTR_CONTROL | ATTR_CODEC_MASK)) == 0]
+        if len(plain):
+            done = hot.add_framed(out, data, u8, plan, plain, values, upto, tail)
+            rest = np.setdiff1d(rest, plain[done], assume_unique=True)
+        for i, *batch in zip(rest.tolist(), *(h[k][rest].tolist() for k in _PLAIN), strict=True):
+            pos = positions[i]
+            if hot.add_plain(out, data, pos, batch, values, upto, tail):
+                continue
+            hdr = parse_header(data, pos, name)
             if hdr.control:
                 _add_rows(out, hdr, native_records(data, hdr, name), upto, tail)
             else:
                 hot.add(out, hdr, decoded_records(data, hdr, name), upto, tail)
         yield from hot.batches(out, books, f)
         yield from out.batches()
-    stopped = plan.keep < len(positions)
-    if f.next_base_offset is not None and plan.next_offset != f.next_base_offset and not stopped:
-        raise MetadataLogError(
-            f"gap in the log: {f.path} ends at offset {plan.next_offset} but the next "
-            f"segment starts at offset {f.next_base_offset}"
-        )
 
 
 def _noop_batch(h: np.ndarray, idx: np.ndarray, f: LogFile) -> pa.RecordBatch:
@@ -282,12 +326,17 @@ class _HotRows:
     codebooks for topic ids and replica lists, the fields JSON by Arrow compute);
     every other record goes to the per-record rows."""
 
-    __slots__ = ("rows",)
+    __slots__ = ("rows", "blocks")
 
     def __init__(self) -> None:
         # type id -> (offset, base, epoch, timestamp) per row, wire-like tuples, records
         self.rows: dict[int, tuple[list[tuple[int, ...]], list[tuple[Any, ...]], list[Any]]] = {
             spec.type_id: ([], [], []) for spec in _HOT_BY_NAME.values()
+        }
+        # type id -> add_framed's (offset, base, epoch, timestamp) rows as (n, 4)
+        # arrays, which come before the rows' tuples (add_framed runs first)
+        self.blocks: dict[int, list[np.ndarray]] = {
+            spec.type_id: [] for spec in _HOT_BY_NAME.values()
         }
 
     def add(
@@ -314,27 +363,353 @@ class _HotRows:
                 wires.append((0, 0, *NATIVE_FIELDS[name](fields)))
                 recs.append((name, api_key, version, fields))
 
+    def add_framed(
+        self,
+        out: _Rows,
+        data: Any,
+        u8: np.ndarray,
+        plan: _Plan,
+        idx: np.ndarray,
+        values: _Values,
+        upto: int | None,
+        tail: tuple[Any, ...],
+    ) -> np.ndarray:
+        """The records of the uncompressed data batches `idx`, framed by numpy:
+        which batches were added (the others are left to add_plain and the
+        reference reader, whole).
+
+        A Python pass finds where each record starts (its length varint: a
+        record's place depends on the one before); numpy then reads every
+        record's framing at once from `u8` (the file's bytes): attributes,
+        timestamp and offset deltas (varints of up to 3 bytes), a null key, the
+        value's length, no headers, lengths that end exactly at the record's end.
+        The values are sliced and decoded once per distinct value (`_Values`).
+        A batch with anything else in any record is not added."""
+        h = plan.headers[idx]
+        first = plan.positions[idx] + HEADER_SIZE
+        last = plan.positions[idx] + LOG_OVERHEAD + h["batch_length"].astype(np.int64)
+        ok = np.ones(len(idx), bool)
+        # A batch of one record (most of them): the record fills the batch, its
+        # length varint (1 or 2 bytes) is read by numpy.
+        one = np.flatnonzero(h["record_count"] == 1)
+        b0 = u8[first[one]].astype(np.int64)
+        b1 = u8[np.minimum(first[one] + 1, len(u8) - 1)].astype(np.int64)
+        two = b0 >= 0x80
+        n = np.where(two, (b0 & 0x7F) | (b1 << 7), b0)
+        q1 = first[one] + 1 + two
+        framed = ((~two | (b1 < 0x80)) & ((n & 1) == 0)) & (q1 + (n >> 1) == last[one])
+        ok[one[~framed]] = False
+        one = one[framed]
+        # Batches of several records: where each starts depends on the one before.
+        many = np.flatnonzero(h["record_count"] != 1)
+        starts = first[many].tolist()
+        ends = last[many].tolist()
+        counts = h["record_count"][many].tolist()
+        rec_batch: list[int] = []
+        rec_start: list[int] = []
+        rec_end: list[int] = []
+        for j, p, end, count in zip(many.tolist(), starts, ends, counts, strict=True):
+            mark = len(rec_start)
+            for _ in range(count):
+                n = data[p]
+                if n < 0x80:
+                    p += 1
+                elif data[p + 1] < 0x80:
+                    n = (n & 0x7F) | (data[p + 1] << 7)
+                    p += 2
+                else:
+                    break  # a record of 8 KiB or more: add_plain reads it
+                if n & 1:
+                    break  # a negative length
+                rec_start.append(p)
+                p += n >> 1
+                rec_end.append(p)
+            if len(rec_start) - mark != count or p != end:
+                ok[j] = False
+                del rec_start[mark:], rec_end[mark:]
+                continue
+            rec_batch += [j] * count
+        q = np.concatenate([q1[framed], np.asarray(rec_start, np.int64)])
+        if not len(q):
+            return ok
+        r_end = np.concatenate([last[one], np.asarray(rec_end, np.int64)])
+        rb = np.concatenate([one, np.asarray(rec_batch, np.int64)])
+        # the first _FRAME bytes of each record (past the file's end: zeros, never
+        # used, as every byte used is checked to lie before the record's end)
+        g = u8[np.minimum(q[:, None] + np.arange(_FRAME), len(u8) - 1)].astype(np.int64)
+        rows = np.arange(len(q))
+        good = np.ones(len(q), bool)
+        col = np.ones(len(q), np.int64)  # after the attributes byte
+        ts_delta, col = _np_varint(g, rows, col, good)
+        delta, col = _np_varint(g, rows, col, good)
+        good &= g[rows, col] == 1  # a null key (-1, zig-zag 1)
+        nv, col = _np_varint(g, rows, col + 1, good, zigzag=False)
+        good &= (nv & 1) == 0  # not a null value
+        v_start = q + col
+        v_end = v_start + (nv >> 1)
+        good &= v_end + 1 == r_end
+        good &= u8[np.minimum(v_end, len(u8) - 1)] == 0  # no headers
+        ok[rb[~good]] = False
+        take = np.flatnonzero(ok[rb])
+        get = values.known.get
+        vals = [
+            data[a:b] for a, b in zip(v_start[take].tolist(), v_end[take].tolist(), strict=True)
+        ]
+        entries = list(map(get, vals))
+        if None in entries:  # values met for the first time in this file
+            base = h["base_offset"].astype(np.int64)
+            failed = []
+            for k in [k for k, e in enumerate(entries) if e is None]:
+                value = vals[k]
+                e = get(value)  # met earlier in this chunk
+                if e is None:
+                    r = take[k]
+                    try:
+                        e = values.decode(value, int(base[rb[r]] + delta[r]))
+                    except (ValueError, MetadataLogError):
+                        failed.append(rb[r])
+                entries[k] = e
+            if failed:
+                ok[failed] = False
+                kept = ok[rb[take]]
+                entries = list(itertools.compress(entries, kept.tolist()))
+                take = take[kept]
+        b = rb[take]
+        hb = h[b]
+        bases = hb["base_offset"].astype(np.int64)
+        offsets = bases + delta[take]
+        log_append = (hb["attributes"] & ATTR_LOG_APPEND_TIME) != 0
+        ts = np.where(
+            log_append, hb["max_timestamp"], hb["base_timestamp"] + ts_delta[take]
+        ).astype(np.int64)
+        epochs = hb["leader_epoch"].astype(np.int64)
+        tids = np.fromiter(map(_FIRST, entries), np.int64, len(entries))
+        keep = np.ones(len(take), bool) if upto is None else offsets <= upto
+        for tid in np.unique(tids[keep]).tolist():
+            sel = keep & (tids == tid)
+            picked = list(itertools.compress(entries, sel.tolist()))
+            if tid:  # a hot type: its rows go to columns at once
+                at, wires, recs = self.rows[tid]
+                assert not at, "add_framed comes first"
+                self.blocks[tid].append(
+                    np.stack([offsets[sel], bases[sel], epochs[sel], ts[sel]], axis=1)
+                )
+                wires.extend(map(_SECOND, picked))
+                recs.extend(map(_THIRD, picked))
+                continue
+            o, bs = offsets[sel].tolist(), bases[sel].tolist()
+            e, t = epochs[sel].tolist(), ts[sel].tolist()
+            for offset, base, epoch, t1, entry in zip(o, bs, e, t, picked, strict=True):
+                _add_row(out, offset, base, epoch, t1, False, entry[3], tail)
+        return ok
+
+    def add_plain(
+        self,
+        out: _Rows,
+        data: Any,
+        pos: int,
+        batch: list[int],
+        values: _Values,
+        upto: int | None,
+        tail: tuple[Any, ...],
+    ) -> bool:
+        """The records of an uncompressed data batch (its header verified by the
+        plan, `batch` its _PLAIN fields), straight from the file's bytes: no header
+        or record objects, each distinct record value decoded once. False, with
+        nothing added, when the batch is compressed, a control batch or anything
+        is unusual: the caller then reads it with the reference reader, which
+        decodes it or names the problem."""
+        length, attrs, count, base, epoch, base_ts, max_ts = batch
+        if attrs & (ATTR_CONTROL | ATTR_CODEC_MASK):
+            return False
+        walked = values.walk(data, pos + HEADER_SIZE, pos + LOG_OVERHEAD + length, count, base)
+        if walked is None:
+            return False
+        log_append = attrs & ATTR_LOG_APPEND_TIME
+        rows = self.rows
+        for delta, ts_delta, (tid, wire, rec, native) in walked:
+            offset = base + delta
+            if upto is not None and offset > upto:
+                continue
+            ts = max_ts if log_append else base_ts + ts_delta
+            if native is None:
+                at, wires, recs = rows[tid]
+                at.append((offset, base, epoch, ts))
+                wires.append(wire)
+                recs.append(rec)
+            else:
+                _add_row(out, offset, base, epoch, ts, False, native, tail)
+        return True
+
     def batches(
         self, out: _Rows, books: dict[str, _Codebook], f: LogFile
     ) -> Iterator[pa.RecordBatch]:
         for spec in _HOT_BY_NAME.values():
             at, wires, recs = self.rows[spec.type_id]
-            if not at:
+            if not wires:
                 continue
-            typed = _hot_columns(spec, wires, books, check_types=True)
+            cols = np.concatenate(
+                [*self.blocks[spec.type_id], np.array(at, np.int64).reshape(-1, 4)]
+            )
+            # No type checks: Kafka's decoders give ints (struct) and tuples of ints.
+            typed = _hot_columns(spec, wires, books, check_types=False)
             if typed is None:  # something unusual: these rows record by record
                 tail = (f.source, f.snapshot_end_offset)
-                for (offset, base, epoch, ts), rec in zip(at, recs, strict=True):
+                for (offset, base, epoch, ts), rec in zip(cols.tolist(), recs, strict=True):
+                    if type(rec) is bytes:  # the value, decoded by native_values
+                        rec = decode_value(None, rec, offset, False)
                     _add_row(out, offset, base, epoch, ts, False, to_native(*rec), tail)
                 continue
-            yield _hot_batch(spec, at, typed, f)
+            yield _hot_batch(spec, cols, typed, f)
+
+
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+# The bytes of a record's framing read by numpy: attributes (1), timestamp and
+# offset deltas (up to 3 each), key length (1), value length (up to 3).
+_FRAME = 11
+
+
+def _np_varint(
+    g: np.ndarray, rows: np.ndarray, col: np.ndarray, good: np.ndarray, zigzag: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """The varint at column `col` of each row of `g` (up to 3 bytes; a longer one
+    clears `good`), zig-zag decoded unless told; and the column after it."""
+    b0, b1, b2 = (
+        g[rows, col],
+        g[rows, np.minimum(col + 1, _FRAME - 1)],
+        g[rows, np.minimum(col + 2, _FRAME - 1)],
+    )
+    more0 = b0 >= 0x80
+    more1 = more0 & (b1 >= 0x80)
+    good &= ~(more1 & (b2 >= 0x80)) & (col + 1 + more0 + more1 <= _FRAME)
+    n = (b0 & 0x7F) | np.where(more0, (b1 & 0x7F) << 7, 0) | np.where(more1, b2 << 14, 0)
+    if zigzag:
+        n = (n >> 1) ^ -(n & 1)
+    return n, col + 1 + more0 + more1
+
+
+# The header fields add_plain needs, in its order.
+_PLAIN = (
+    "batch_length",
+    "attributes",
+    "record_count",
+    "base_offset",
+    "leader_epoch",
+    "base_timestamp",
+    "max_timestamp",
+)
+# Decoded values kept per file: a busy log repeats its partition changes (an ISR
+# shrinks and expands back; a PartitionChangeRecord has no epoch to tell them
+# apart), so most values are met before. The bound keeps a file's memory flat.
+_MAX_VALUES = 1 << 16
+# A decoded value: (hot type id, native wire tuple, (name, api key, version,
+# fields) or the value's bytes) for the hot types, (0, None, None, native record)
+# for the rest.
+_Entry = tuple[int, Any, Any, Any]
+
+
+class _Values:
+    """Walks an uncompressed batch's records over the file's bytes, and decodes
+    each record value once per file (the bytes are the key: decoding is a pure
+    function of them, metadata_log.kafka.record_serde.decode_value)."""
+
+    __slots__ = ("known",)
+
+    def __init__(self) -> None:
+        self.known: dict[bytes, _Entry] = {}
+
+    def walk(
+        self, data: Any, p: int, end: int, count: int, base: int
+    ) -> list[tuple[int, int, _Entry]] | None:
+        """(offset delta, timestamp delta, decoded value) of each of the `count`
+        records in data[p:end]; None unless every record is a plain data record
+        (null key, no headers, lengths that add up to exactly `end`) whose value
+        decodes: the reference reader then takes the batch."""
+        out = []
+        get = self.known.get
+        try:
+            for _ in range(count):
+                # record length, attributes, timestamp delta, offset delta (zig-zag)
+                n = data[p]
+                if n < 0x80:
+                    p += 1
+                elif data[p + 1] < 0x80:  # 64 bytes or more: a two-byte length
+                    n = (n & 0x7F) | (data[p + 1] << 7)
+                    p += 2
+                else:
+                    n, p = _uv(data, p)
+                rec_end = p + ((n >> 1) ^ -(n & 1))
+                p += 1
+                n = data[p]
+                if n < 0x80:
+                    p += 1
+                elif data[p + 1] < 0x80:
+                    n = (n & 0x7F) | (data[p + 1] << 7)
+                    p += 2
+                else:
+                    n, p = _uv(data, p)
+                ts_delta = (n >> 1) ^ -(n & 1)
+                n = data[p]
+                if n < 0x80:
+                    p += 1
+                elif data[p + 1] < 0x80:
+                    n = (n & 0x7F) | (data[p + 1] << 7)
+                    p += 2
+                else:
+                    n, p = _uv(data, p)
+                delta = (n >> 1) ^ -(n & 1)
+                if data[p] != 1:  # a key (-1, zig-zag 1, is null)
+                    return None
+                n = data[p + 1]
+                if n < 0x80:
+                    p += 2
+                elif data[p + 2] < 0x80:
+                    n = (n & 0x7F) | (data[p + 2] << 7)
+                    p += 3
+                else:
+                    n, p = _uv(data, p + 1)
+                v_end = p + (n >> 1)
+                # a null value, a length that does not add up, or headers
+                if n & 1 or v_end + 1 != rec_end or data[v_end]:
+                    return None
+                value = data[p:v_end]
+                e = get(value)
+                if e is None:
+                    e = self.decode(value, base + delta)
+                out.append((delta, ts_delta, e))
+                p = rec_end
+        except (IndexError, ValueError, MetadataLogError):
+            return None  # ValueError: a varint too long, a body not of its schema
+        return out if p == end else None
+
+    def decode(self, value: bytes, offset: int) -> _Entry:
+        """Decode a value met for the first time (errors name `offset`) and keep it:
+        a partition record's native fields straight from its bytes (native_values),
+        anything else through decode_value."""
+        hot = native_values(value)
+        e: _Entry
+        if hot is not None:
+            e = (_HOT_BY_NAME[hot[0]].type_id, (0, 0, *hot[1]), value, None)
+        else:
+            name, api_key, version, fields = decode_value(None, value, offset, False)
+            spec = _HOT_BY_NAME.get(name)
+            if spec is None:
+                e = (0, None, None, to_native(name, api_key, version, fields))
+            else:
+                wire = (0, 0, *NATIVE_FIELDS[name](fields))
+                e = (spec.type_id, wire, (name, api_key, version, fields), None)
+        if len(self.known) >= _MAX_VALUES:
+            self.known.clear()
+        self.known[value] = e
+        return e
 
 
 def _hot_batch(
-    spec: _Hot, at: list[tuple[int, ...]], typed: dict[str, pa.Array], f: LogFile
+    spec: _Hot, at: np.ndarray, typed: dict[str, pa.Array], f: LogFile
 ) -> pa.RecordBatch:
+    """The rows of hot records: `at` their (offset, base, epoch, timestamp) rows."""
     n = len(at)
-    cols = np.array(at, np.int64).T
+    cols = at.T
     arrays = [
         pa.array(cols[0], _I64),
         pa.array(cols[1], _I64),

@@ -64,6 +64,7 @@ class _Builder:
             "_fail": _fail,
             "_uuid_get": UUID_TEXT_CACHE.get,
             "_uuid_new": _uuid_new,
+            "_struct": struct,
         }
         self.k = 0
 
@@ -73,8 +74,51 @@ class _Builder:
         self.ns[name] = value
         return name
 
-    def struct(self, fields: list[dict[str, Any]], version: int) -> str:
-        """Define the decoder of a struct at `version` in the namespace; return its name."""
+    def fixed_array(self, f: dict[str, Any], version: int, v: str, indent: str) -> list[str]:
+        """Inline code reading the compact array `f` of fixed-width elements into `v`
+        (one unpack, the unpacker cached per element count)."""
+        char = FIXED_CHARS[f["type"][2:]]
+        size = struct.calcsize(char)
+        cache = self.const({})
+        null = f"{v} = None" if in_range(version, f["nullable"]) else "_fail()"
+        i = indent
+        return [
+            _VARINT.format(i=i).rstrip("\n"),
+            f"{i}if n:",
+            f"{i}    n -= 1",
+            f"{i}    e = pos + n * {size}",
+            f"{i}    if e > len(buf): _fail()",
+            f"{i}    u = {cache}.get(n)",
+            f"{i}    if u is None:",
+            f"{i}        u = {cache}[n] = _struct.Struct('>' + str(n) + {char!r}).unpack_from",
+            f"{i}    {v} = u(buf, pos)",
+            f"{i}    pos = e",
+            f"{i}else:",
+            f"{i}    {null}",
+        ]
+
+    def skip_uuid_array(self, f: dict[str, Any], version: int, indent: str) -> list[str]:
+        """Inline code passing over the compact array of uuids `f`, checked as the
+        reference reads it (its length; any 16 bytes are a uuid), not decoded."""
+        null = "pass" if in_range(version, f["nullable"]) else "_fail()"
+        i = indent
+        return [
+            _VARINT.format(i=i).rstrip("\n"),
+            f"{i}if n:",
+            f"{i}    pos += (n - 1) * 16",
+            f"{i}    if pos > len(buf): _fail()",
+            f"{i}else:",
+            f"{i}    {null}",
+        ]
+
+    def struct(
+        self, fields: list[dict[str, Any]], version: int, returns: list[str] | None = None
+    ) -> str:
+        """Define the decoder of a struct at `version` in the namespace; return its name.
+
+        With `returns`, the decoder gives a tuple of those fields (None for a field
+        the version does not have) instead of the dict, and fails on a tag the
+        schema does not know (the dict keeps it under _unknown_tagged_fields)."""
         present = [f for f in fields if in_range(version, f["versions"])]
         lines: list[str] = []
         var = {f["name"]: f"v{i}" for i, f in enumerate(present)}
@@ -101,7 +145,11 @@ class _Builder:
                 continue
             close_run()
             v = var[f["name"]]
-            if f["type"] == "uuid":
+            if returns is not None and f["name"] not in returns and f["type"] == "[]uuid":
+                lines += self.skip_uuid_array(f, version, "    ")
+            elif f["type"].startswith("[]") and f["type"][2:] in FIXED_CHARS:
+                lines += self.fixed_array(f, version, v, "    ")
+            elif f["type"] == "uuid":
                 lines += [
                     "    raw = buf[pos:pos + 16]",
                     "    if len(raw) != 16: _fail()",
@@ -137,23 +185,42 @@ class _Builder:
         lines.append("        if end > len(buf): _fail()")
         keyword = "if"
         for f in tagged:
-            reader = self.const(field_reader(f, version))
             lines.append(f"        {keyword} tag == {f['tag']}:")
-            lines.append(f"            {var[f['name']]}, used = {reader}(buf, pos)")
-            lines.append("            if used != end: _fail()")
+            v = var[f["name"]]
+            if f["type"].startswith("[]") and f["type"][2:] in FIXED_CHARS:
+                lines += self.fixed_array(f, version, v, "            ")
+                lines.append("            if pos != end: _fail()")
+            elif f["type"] in FIXED_CHARS and f["type"] != "bool":
+                st = struct.Struct(">" + FIXED_CHARS[f["type"]])
+                lines.append(f"            if end - pos != {st.size}: _fail()")
+                lines.append(f"            {v}, = {self.const(st.unpack_from)}(buf, pos)")
+            elif returns is not None and f["name"] not in returns and f["type"] == "[]uuid":
+                lines += self.skip_uuid_array(f, version, "            ")
+                lines.append("            if pos != end: _fail()")
+            else:
+                reader = self.const(field_reader(f, version))
+                lines.append(f"            {var[f['name']]}, used = {reader}(buf, pos)")
+                lines.append("            if used != end: _fail()")
             keyword = "elif"
         if tagged:
             lines.append("        else:")
             indent = "            "
         else:
             indent = "        "
-        lines.append(f"{indent}if unknown is None: unknown = {{}}")
-        lines.append(f"{indent}unknown[tag] = bytes(buf[pos:end]).hex()")
+        if returns is None:
+            lines.append(f"{indent}if unknown is None: unknown = {{}}")
+            lines.append(f"{indent}unknown[tag] = bytes(buf[pos:end]).hex()")
+        else:
+            lines.append(f"{indent}_fail()")
         lines.append("        pos = end")
-        items = ", ".join(f"{f['name']!r}: {var[f['name']]}" for f in present)
-        lines.append(f"    out = {{{items}}}")
-        lines.append("    if unknown: out['_unknown_tagged_fields'] = unknown")
-        lines.append("    return out, pos")
+        if returns is None:
+            items = ", ".join(f"{f['name']!r}: {var[f['name']]}" for f in present)
+            lines.append(f"    out = {{{items}}}")
+            lines.append("    if unknown: out['_unknown_tagged_fields'] = unknown")
+            lines.append("    return out, pos")
+        else:
+            items = "".join(f"{var.get(name, 'None')}, " for name in returns)
+            lines.append(f"    return ({items}), pos")
         self.k += 1
         name = f"_struct{self.k}"
         src = f"def {name}(buf, pos):\n" + "\n".join(lines) + "\n"
@@ -165,4 +232,14 @@ def compile_message(schema: dict[str, Any], version: int) -> Reader:
     """The generated body decoder of `schema` at `version`: (buf, pos) -> (fields, pos)."""
     builder = _Builder()
     name = builder.struct(schema["fields"], version)
+    return builder.ns[name]  # type: ignore[no-any-return]
+
+
+def compile_tuple(schema: dict[str, Any], version: int, names: list[str]) -> Reader:
+    """A generated body decoder that gives the top-level fields `names` as a tuple
+    (None for a field the version does not have): (buf, pos) -> (values, pos).
+    For the records read by the million: no dict per record. It fails (MessageError)
+    on anything the dict decoder would keep or explain, an unknown tag included."""
+    builder = _Builder()
+    name = builder.struct(schema["fields"], version, returns=names)
     return builder.ns[name]  # type: ignore[no-any-return]

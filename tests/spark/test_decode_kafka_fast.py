@@ -93,6 +93,30 @@ def test_partition_records_take_the_vectorised_columns(
     assert names == {"PartitionRecord", "PartitionChangeRecord"}, built
 
 
+def test_every_data_batch_of_a_kafka_written_log_is_framed_by_numpy(
+    kafka_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's batches (one record or several, uncompressed) all take add_framed:
+    nothing is left to the per-record reader but the control batches."""
+    framed, several = [], []
+    real = decode_kafka._HotRows.add_framed
+
+    def spy(self: Any, out: Any, data: Any, u8: Any, plan: Any, idx: Any, *rest: Any) -> Any:
+        ok = real(self, out, data, u8, plan, idx, *rest)
+        framed.append(bool(ok.all()))
+        several.append(int((plan.headers["record_count"][idx] > 1).sum()))
+        return ok
+
+    monkeypatch.setattr(decode_kafka._HotRows, "add_framed", spy)
+    for f in list_log_files(kafka_log):
+        if f.source == SOURCE_SEGMENT:
+            assert _rows(decode_kafka.read_kafka_file(f, 65_536)) == _rows(
+                decode_kafka._per_record(f, 65_536)
+            )
+    assert framed and all(framed)
+    assert sum(several) > 10  # batches of several records among them
+
+
 @pytest.mark.parametrize("fraction", [0.0, 0.37, 0.81])
 def test_pruning_equals_per_record(kafka_log: Path, fraction: float) -> None:
     files = [f for f in list_log_files(kafka_log) if f.source == SOURCE_SEGMENT]
@@ -212,3 +236,167 @@ def test_native_fast_path_equals_per_record_at_every_record_version(
     slow = _rows(read_file(f, chunk_records=100))
     assert fast == slow
     assert len(fast) == 441
+
+
+# ----------------------------------------------------------------------------- framing
+
+
+def _record(ts_delta: int, delta: int, key: bytes | None, value: bytes, headers: int) -> bytes:
+    """One record as Kafka frames it (the tests' encoder: tests/unit/.../wire_encoder)."""
+    from tests.unit.metadata_log.kafka.wire_encoder import Sink
+
+    rec = Sink()
+    rec.raw(b"\x00")  # attributes
+    rec.signed_varint(ts_delta)
+    rec.signed_varint(delta)
+    rec.signed_varint(-1 if key is None else len(key))
+    rec.raw(key or b"")
+    rec.signed_varint(len(value))
+    rec.raw(value)
+    rec.signed_varint(headers)
+    for _ in range(headers):
+        rec.signed_varint(1)
+        rec.raw(b"h")
+        rec.signed_varint(-1)
+    out = Sink()
+    out.signed_varint(len(rec.buf))
+    out.raw(bytes(rec.buf))
+    return bytes(out.buf)
+
+
+def _batch(
+    base: int, records: list[bytes], ts: int, max_ts: int, attributes: int, codec: str
+) -> bytes:
+    import struct
+
+    import crc32c
+
+    from tests.unit.metadata_log.kafka.wire_encoder import CODEC_IDS, compress
+
+    payload = compress(codec, b"".join(records))
+    attributes |= CODEC_IDS[codec]
+    after_crc = struct.pack(">hiqqqhii", attributes, len(records) - 1, ts, max_ts, -1, -1, -1,
+                            len(records)) + payload  # fmt: skip
+    head = struct.pack(">qiib", base, 9 + len(after_crc), 7, 2)
+    return head + struct.pack(">I", crc32c.crc32c(after_crc)) + after_crc
+
+
+def _values() -> Any:
+    """Record values: partition records of every version, broker changes, topics."""
+    from hypothesis import strategies as st
+
+    from metadata_log.kafka.schemas import METADATA_SCHEMAS
+    from tests.unit.metadata_log.kafka import wire_encoder
+    from tests.unit.metadata_log.kafka.strategies import struct_values
+
+    options = []
+    for key in (3, 5, 17, 2):  # PartitionRecord, PartitionChangeRecord, BRC, TopicRecord
+        schema = METADATA_SCHEMAS[key]
+        for v in range(schema["versions"][0], schema["versions"][1] + 1):
+            options.append(
+                struct_values(schema["fields"], v).map(
+                    lambda value, k=key, s=schema, v=v: wire_encoder.metadata_value(k, s, v, value)
+                )
+            )
+    return st.one_of(options)
+
+
+def _framing_cases() -> Any:
+    from hypothesis import strategies as st
+
+    # a value is drawn once per batch and repeated in some records (values repeat in
+    # a real log: the decoded-once cache); ts deltas of 1 to 3 varint bytes and more
+    record = st.tuples(
+        st.one_of(st.just(0), st.integers(0, 70), st.integers(0, 2**22), st.integers(0, 2**40)),
+        st.one_of(st.none(), st.none(), st.none(), st.binary(max_size=3)),  # key
+        st.one_of(st.just(0), st.just(0), st.just(0), st.just(1)),  # headers
+        st.booleans(),  # the batch's shared value, or its own
+    )
+    batch = st.tuples(
+        st.lists(st.tuples(record, _values()), min_size=1, max_size=5),
+        _values(),
+        st.sampled_from([0, 0, 0, 0x08]),  # create time, or LOG_APPEND_TIME
+        st.sampled_from(["none", "none", "none", "gzip"]),
+        st.integers(0, 2**41),
+    )
+    return st.lists(batch, min_size=1, max_size=8)
+
+
+def test_framed_batches_equal_the_per_record_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every shape the numpy framing (add_framed) reads or refuses, against the
+    per-record reference, row for row: one and several records per batch, long
+    timestamp deltas, keys, headers, LOG_APPEND_TIME, compressed batches, a value
+    of 64 bytes or more, values met twice."""
+    import tempfile
+
+    from hypothesis import HealthCheck, given, settings
+
+    taken = {True: 0, False: 0}
+    real = decode_kafka._HotRows.add_framed
+
+    def spy(self: Any, *args: Any) -> Any:
+        ok = real(self, *args)
+        taken[True] += int(ok.sum())
+        taken[False] += int((~ok).sum())
+        return ok
+
+    monkeypatch.setattr(decode_kafka._HotRows, "add_framed", spy)
+
+    @settings(max_examples=50, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+    @given(_framing_cases())
+    def check(batches: list[Any]) -> None:
+        data, base = b"", 0
+        for records, shared, attributes, codec, ts in batches:
+            recs = [
+                _record(ts_d, i, key, shared if same else own, headers)
+                for i, ((ts_d, key, headers, same), own) in enumerate(records)
+            ]
+            max_ts = ts + max(r[0][0] for r in records) + 5
+            data += _batch(base, recs, ts, max_ts, attributes, codec)
+            base += len(recs)
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "00000000000000000000.log"
+            path.write_bytes(data)
+            f = LogFile(path=str(path), source=SOURCE_SEGMENT, base_offset=0, last_segment=True)
+            for chunk in (3, 65_536):
+                fast, slow = _both(f, chunk)
+                assert fast == slow
+                assert len(fast) == base
+
+    check()
+    # both ways were taken: batches framed by numpy, and batches left to the reference
+    assert taken[True] > 50 and taken[False] > 20, taken
+
+
+def test_a_value_the_tables_do_not_know_is_the_per_record_error(tmp_path: Path) -> None:
+    from metadata_log.kafka.schemas import METADATA_SCHEMAS
+    from tests.unit.metadata_log.kafka import wire_encoder
+
+    pcr = METADATA_SCHEMAS[5]
+    good = wire_encoder.metadata_value(5, pcr, 0, {f["name"]: f["default"] for f in pcr["fields"]})
+    newer = bytearray(good)
+    newer[2] = 9  # PartitionChangeRecord v9
+    recs = [_record(0, 0, None, v, 0) for v in (good, bytes(newer))]
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(_batch(0, recs[:1], 1, 1, 0, "none") + _batch(1, [recs[1]], 2, 2, 0, "none"))
+    f = LogFile(path=str(path), source=SOURCE_SEGMENT, base_offset=0, last_segment=True)
+    with pytest.raises(
+        MetadataLogError, match=r"00000000000000000000\.log.*offset 1.*newer"
+    ) as fast:
+        list(decode_kafka.read_kafka_file(f, 100))
+    with pytest.raises(MetadataLogError) as slow:
+        list(decode_kafka._per_record(f, 100))
+    assert str(fast.value) == str(slow.value)
+
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "kafka"
+
+
+@pytest.mark.parametrize("log", ["ldi-poc", "kafka-4x-rig", "kafka-3x-datadir"])
+def test_logs_written_by_a_real_kafka_read_the_same_both_ways(log: str) -> None:
+    files = list_log_files(REAL / log)
+    assert files
+    for f in files:
+        fast, slow = _both(f, 1000)
+        assert fast == slow and fast, f.path

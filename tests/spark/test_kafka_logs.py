@@ -151,6 +151,37 @@ def test_controlled_shutdown_then_fence_in_broker_history(ldi: dict[str, Any]) -
     assert {r["cause_broker_id"] for r in elections} == {BROKER}
 
 
+def test_a_whole_real_kafka_data_dir_as_it_is(tmp_path: Path) -> None:
+    """`--log-dir` is a Kafka data dir as copied (log.dirs of a combined node: data
+    partitions, indexes, checkpoints beside __cluster_metadata-0): the one-process
+    replay (the Spark job's functions) finds the metadata log in it, and the broker's
+    controlled shutdown then fence are in broker_history at the offsets of its
+    BrokerRegistrationChangeRecords (pinned from the records in
+    tests/unit/metadata_log/kafka/test_real_kafka_datadir.py), the two partitions it
+    led offline from their PartitionChangeRecords on."""
+    log = _read_only_copy(FIXTURES / "kafka-3x-datadir", tmp_path / "datadir")
+    try:
+        n = write_tables(log, tmp_path / "out")
+    finally:
+        for root, dirs, _files in os.walk(log):  # let pytest remove its temp dir
+            for name in dirs:
+                os.chmod(Path(root) / name, stat.S_IRWXU)
+        os.chmod(log, stat.S_IRWXU)
+    assert n == 2715
+    history = sorted(_rows(tmp_path / "out" / "broker_history"), key=lambda r: r["start_offset"])
+    assert [(r["broker_id"], r["state"], r["start_offset"], r["end_offset"]) for r in history] == [
+        (1, "FENCED", 2, 3),
+        (1, "UNFENCED", 3, 2709),
+        (1, "CONTROLLED_SHUTDOWN", 2709, 2714),
+        (1, "FENCED", 2714, None),
+    ]
+    offline = _rows(tmp_path / "out" / "offline_partitions")
+    assert sorted((r["topic"], r["start_offset"], r["end_offset"]) for r in offline) == [
+        ("my-topic", 2711, None),
+        ("test-topic", 2710, None),
+    ]
+
+
 # A small story with metadata transactions, several segments and failovers.
 STORY = GeneratorConfig(
     records=6_000,
