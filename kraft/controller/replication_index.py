@@ -45,22 +45,10 @@ class ReplicationIndex:
     ) -> None:
         key = (topic_id, partition_id)
         if old is not None and new is not None:
-            # A change (a fence replays a million), inlined: the merge keeps the
-            # unchanged fields' objects, so identity says what did not move.
-            old_isr, new_isr = old.isr, new.isr
-            if old_isr is not new_isr:
-                in_isr = self.in_isr
-                for b in old_isr:
-                    if b not in new_isr:
-                        s = in_isr.get(b)
-                        if s is not None:
-                            s.discard(key)
-                for b in new_isr:
-                    if b not in old_isr:
-                        s = in_isr.get(b)
-                        if s is None:
-                            s = in_isr[b] = set()
-                        s.add(key)
+            # A change: the merge keeps the unchanged fields' objects, so identity
+            # says what did not move.
+            if old.isr is not new.isr:
+                self._isr_changed(key, old.isr, new.isr)
             leader_moved = old.leader != new.leader
             if leader_moved:
                 self._leader_changed(key, old.leader, new.leader)

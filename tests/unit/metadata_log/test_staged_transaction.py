@@ -141,9 +141,7 @@ def staged(
     batched: bool = False,
 ) -> tuple[MetadataImage, Calls]:
     image, calls = image_of(base, journal, batched)
-    image.replay(BeginTransactionRecord("t"), begin)
-    for k, rec in enumerate(body):
-        image.replay(rec, begin + 1 + k)
+    open_transaction(image, begin, body)
     end = begin + 1 + len(body)
     if step is None:
         image.replay(EndTransactionRecord(), end)
@@ -151,6 +149,13 @@ def staged(
         for _ in image.replay_in_steps(EndTransactionRecord(), end, step):
             pass
     return image, calls
+
+
+def open_transaction(image: MetadataImage, begin: int, body: list[Any]) -> None:
+    """Begin at `begin`, then the body's records after it (no end)."""
+    image.replay(BeginTransactionRecord("t"), begin)
+    for k, rec in enumerate(body):
+        image.replay(rec, begin + 1 + k)
 
 
 def same(a: MetadataImage, b: MetadataImage) -> None:
@@ -200,9 +205,7 @@ def test_a_revert_inside_a_staged_transaction_then_new_records_equal_the_kept_on
     begin = len(base)
     body = txn_body(rng, 30)
     image, calls = image_of(base, True)
-    image.replay(BeginTransactionRecord("t"), begin)
-    for k, rec in enumerate(body):
-        image.replay(rec, begin + 1 + k)
+    open_transaction(image, begin, body)
     keep = rng.randrange(len(body) + 1)
     image.revert_to(begin + keep)  # a new leader truncated the uncommitted rest
     tail = txn_body(rng, 20)
@@ -220,9 +223,7 @@ def test_a_reverted_end_applied_again_equals_one_end() -> None:
     begin = len(base)
     body = txn_body(rng, 40)
     image, _ = image_of(base, True)
-    image.replay(BeginTransactionRecord("t"), begin)
-    for k, rec in enumerate(body):
-        image.replay(rec, begin + 1 + k)
+    open_transaction(image, begin, body)
     end = begin + 1 + len(body)
     image.replay(EndTransactionRecord(), end)
     image.revert_to(end - 1)  # the end undone: the transaction is open again
@@ -239,9 +240,7 @@ def test_a_change_the_end_refuses_fails_at_its_offset_after_the_ones_before() ->
     body = [a_change(rng, "A", 1), a_change(rng, "B", 2), PartitionChangeRecord("A", 99)]
     body += [a_change(rng, "C", 3)]
     image, _ = image_of(base, False)
-    image.replay(BeginTransactionRecord("t"), begin)
-    for k, rec in enumerate(body):
-        image.replay(rec, begin + 1 + k)
+    open_transaction(image, begin, body)
     with pytest.raises(MetadataReplayError, match="unknown partition t-A-99") as e:
         image.replay(EndTransactionRecord(), begin + 1 + len(body))
     assert e.value.offset == begin + 3
@@ -259,9 +258,7 @@ def test_a_copy_of_an_open_transaction_ends_as_the_original() -> None:
     begin = len(base)
     body = txn_body(rng, 25)
     image, _ = image_of(base, False)
-    image.replay(BeginTransactionRecord("t"), begin)
-    for k, rec in enumerate(body):
-        image.replay(rec, begin + 1 + k)
+    open_transaction(image, begin, body)
     other = image.copy()
     end = begin + 1 + len(body)
     image.replay(EndTransactionRecord(), end)
