@@ -406,8 +406,9 @@ class _HotRows:
         ends = last[many].tolist()
         counts = h["record_count"][many].tolist()
         rec_batch: list[int] = []
-        rec_start: list[int] = []
+        rec_start: list[int] = []  # where each record starts, after its length
         rec_end: list[int] = []
+        add_start, add_end = rec_start.append, rec_end.append
         for j, p, end, count in zip(many.tolist(), starts, ends, counts, strict=True):
             mark = len(rec_start)
             for _ in range(count):
@@ -421,9 +422,9 @@ class _HotRows:
                     break  # a record of 8 KiB or more: add_plain reads it
                 if n & 1:
                     break  # a negative length
-                rec_start.append(p)
+                add_start(p)
                 p += n >> 1
-                rec_end.append(p)
+                add_end(p)
             if len(rec_start) - mark != count or p != end:
                 ok[j] = False
                 del rec_start[mark:], rec_end[mark:]
