@@ -17,17 +17,29 @@ Python. The vectorised path therefore:
 2. recognises the batches that hold exactly one NoOpRecord v0 (the 11 record
    bytes KRaft writes for it, compared as one numpy array) and turns them into
    Arrow columns without a Python object per record;
-3. decodes every other batch with metadata_log.kafka's reader; of its records,
-   PartitionChangeRecords and PartitionRecords (nearly all the rest of a real
-   log) are gathered per chunk and turned into Arrow columns and their fields
+3. frames the records of every other uncompressed data batch with numpy
+   (`_HotRows.add_framed`): one Python pass finds where each record starts (a
+   record's place depends on the length of the one before; a batch of one record
+   needs no pass), then attributes, timestamp and offset deltas, the null key,
+   the value's length and the header count of all records are read at once;
+4. decodes each distinct record value once per file (`_Values`: a busy log
+   repeats its partition changes, an ISR shrinking and expanding back, and a
+   PartitionChangeRecord has no epoch to tell them apart), PartitionRecords and
+   PartitionChangeRecords straight to their native fields
+   (metadata_log.kafka.record_serde.native_values: generated decoders that give
+   a tuple, no fields dict);
+5. turns the partition records of a chunk into Arrow columns and their fields
    JSON at once, by the native vectorised path's `_hot_columns` (codebooks for
    topic ids and replica lists, Arrow compute for the text); the rest (a few per
-   thousand) is built record by record, as before.
+   thousand) is built record by record.
 
-Anything unusual (a torn tail, a bad CRC, a gap, another magic, a snapshot)
-takes the per-record path for the whole file, which raises the precise error
-(file, offset, position) or reads it as it always did. The two paths are tested
-equal (tests/spark/test_decode_kafka_fast.py).
+A batch the framing refuses (compressed, control, a key, headers, a record of
+8 KiB or more, a value that does not decode) is read by metadata_log.kafka's
+reader, as before; anything unusual in the file (a torn tail, a bad CRC, a gap,
+another magic, a snapshot) takes the per-record path for the whole file, which
+raises the precise error (file, offset, position) or reads it as it always did.
+The paths are tested equal (tests/spark/test_decode_kafka_fast.py: generated and
+real Kafka logs, and any framing by hypothesis).
 """
 
 from __future__ import annotations

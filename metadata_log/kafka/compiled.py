@@ -9,8 +9,12 @@ both give the same fields for every record type and version, and on any failure
 the caller decodes again with the reference, whose error names the problem. So
 this code only has to fail, not to explain.
 
-Rarer shapes (arrays of structs or strings, bytes, nested structs, tagged values)
-are read by the reference's own field readers, called from the generated code.
+Fixed-width fields and arrays of them (replicas, isr, leader), tagged or not, are
+read inline; rarer shapes (arrays of structs or strings, bytes, nested structs,
+other tagged values) by the reference's own field readers, called from the
+generated code. `compile_tuple` writes the same decoder returning chosen fields as
+a tuple (record_serde.native_values: a partition record's native fields without a
+dict); it fails where the dict decoder would keep more (an unknown tag).
 """
 
 from __future__ import annotations
