@@ -404,7 +404,7 @@ class _HotRows:
         # A batch of one record (most of them): the record fills the batch, its
         # length varint (1 or 2 bytes) is read by numpy.
         one = np.flatnonzero(h["record_count"] == 1)
-        b0 = u8[first[one]].astype(np.int64)
+        b0 = u8[np.minimum(first[one], len(u8) - 1)].astype(np.int64)
         b1 = u8[np.minimum(first[one] + 1, len(u8) - 1)].astype(np.int64)
         two = b0 >= 0x80
         n = np.where(two, (b0 & 0x7F) | (b1 << 7), b0)
@@ -424,6 +424,8 @@ class _HotRows:
         for j, p, end, count in zip(many.tolist(), starts, ends, counts, strict=True):
             mark = len(rec_start)
             for _ in range(count):
+                if p + 1 >= end:
+                    break  # lengths that run past the batch (the reference says so)
                 n = data[p]
                 if n < 0x80:
                     p += 1
