@@ -22,23 +22,29 @@ Kafka's names where Kafka has one:
 - `connections.request.head.timeout.ms` (10 s): a connection that has not
   completed a request head (TLS handshake included) this long after it started
   is closed.
-- TLS handshakes at once (`max_handshakes`, the TLS listener's bound): a
-  handshake costs ~1 ms of the event loop's CPU, so 10,000 brokers connecting at
-  once held the loop for seconds: the head deadline passed for thousands, their
-  connections were evicted and re-opened (the reconnect storm doing it all again)
-  and Raft went unanswered long enough for leadership to churn (issue 25). An
-  admitted connection starts its handshake when one of `max_handshakes` slots is
-  free, and waits in line otherwise (hosts taking turns, each host's oldest
-  first), up to the head timeout; its
-  head deadline is then counted from the handshake's start, so waiting in line
-  never makes a finished handshake worthless. A slot is freed when the handshake
-  ends, or after `handshake_slot_ms` (a peer that stalls its handshake must not
-  hold a slot: its handshake goes on, bounded by the head deadline).
+- TLS handshakes (a TLS listener): a handshake costs ~1 ms of the event loop's
+  CPU, so 10,000 brokers connecting at once held the loop for seconds (issue 25).
+  A handshake starts when the listener's handshake bucket has a token
+  (`handshake_rate` a second, at most `handshake_burst` at once: KIP-612's token
+  bucket, for handshakes) and fewer than `max_handshakes` are under way; others
+  wait in line (hosts taking turns, each host's oldest first), up to the head
+  timeout. Its head deadline is then counted from the handshake's start, so
+  waiting in line never makes a finished handshake worthless. A handshake is
+  under way until it ends, fails or its connection closes (a stalled one until
+  its head deadline): the start rate bounds the CPU, the count bounds what a
+  burst of completing handshakes can cost at once. Why not slots held for a
+  fixed time: the line used to free a slot after 250 ms of wall time, and a
+  handshake's wall time is mostly the peer's and the loop's lag, not its ~1 ms
+  of CPU; under load every handshake lasted 250 ms or more, the line started
+  32 / 0.25 s = 128 a second against 500 a second arriving, and the rest of the
+  fleet reached its head deadline in line (about 23,600 evictions in two minutes
+  of a 10,000-broker mTLS run; tests/unit/security/test_connection_quotas.py
+  replays it with a fake clock).
 - The voters' hosts (Raft peers, known from the voter set) are exempt from the
   per-IP limit and the creation rate, and when the listener is full of
   established connections they may go over `max.connections` by a reserved room:
-  capacity no client can use up. Their connections never wait for a handshake
-  slot either: Raft is served first.
+  capacity no client can use up. Their connections never wait in the handshake
+  line nor take its tokens: Raft is served first.
 
 Pure: connection ids are the shell's ints, time is `now_ms`, and whether a
 connection has completed a request is asked of the `established` predicate
@@ -48,6 +54,7 @@ path pays nothing. Only the caller's calls change state.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -97,8 +104,9 @@ class ConnectionQuotaConfig:
     per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
     max_connection_creation_rate: int = UNLIMITED  # per second, for the listener
     request_head_timeout_ms: int = 10_000
-    max_handshakes: int = UNLIMITED  # connections starting (TLS handshakes) at once
-    handshake_slot_ms: int = 250  # how long a handshake holds its slot at most
+    max_handshakes: int = UNLIMITED  # TLS handshakes under way at once
+    handshake_rate: int = UNLIMITED  # TLS handshakes started per second
+    handshake_burst: int = 32  # the handshake bucket's size: starts at one moment
 
     @classmethod
     def from_settings(cls, settings: Any) -> ConnectionQuotaConfig:
@@ -164,7 +172,13 @@ class ConnectionQuotas:
         # the line for handshake slots: per host, oldest first; hosts take turns
         self._line_by_ip: dict[str, deque[int]] = {}
         self._line_turns: deque[str] = deque()
-        self._slots: dict[int, int] = {}  # started, handshake under way -> slot ends (ms)
+        self._slots: set[int] = set()  # non-voters' handshakes under way
+        # the handshake line exists on a TLS listener only (a bound or a rate given)
+        self._line = config.max_handshakes < UNLIMITED or config.handshake_rate < UNLIMITED
+        self._hs_rate = max(1, config.handshake_rate)
+        self._hs_burst = float(max(1, config.handshake_burst))
+        self._hs_tokens = self._hs_burst  # a full bucket
+        self._hs_refilled_ms = now_ms
         self._waiting: OrderedDict[int, _Conn] = OrderedDict()  # oldest first
         self._waiting_by_ip: dict[str, deque[int]] = {}
         self._turns: deque[str] = deque()  # hosts with waiting connections, round-robin
@@ -194,7 +208,7 @@ class ConnectionQuotas:
 
     @property
     def handshaking_count(self) -> int:
-        """Handshakes holding a slot."""
+        """Non-voters' handshakes under way."""
         return len(self._slots)
 
     @property
@@ -228,8 +242,10 @@ class ConnectionQuotas:
             times.append(first_waiting.since_ms + timeout)
             missing = max(0.0, 1.0 - self._tokens)
             times.append(self._refilled_ms + int(missing * 1000 / self._rate) + 1)
-        if self._queued and self._slots:
-            times.append(min(self._slots.values()))
+        if self._queued and len(self._slots) < self.config.max_handshakes:
+            # the next handshake token (a full slot count waits for an end instead)
+            missing = max(0.0, 1.0 - self._hs_tokens)
+            times.append(self._hs_refilled_ms + math.ceil(missing * 1000 / self._hs_rate))
         return min(times) if times else None
 
     # ------------------------------------------------------------ events
@@ -256,8 +272,9 @@ class ConnectionQuotas:
     def on_ready(self, conn_id: int, now_ms: int) -> QuotaActions:
         """Its transport is ready (the TLS handshake completed): its slot goes to the
         next in line."""
-        if self._slots.pop(conn_id, None) is None:
+        if conn_id not in self._slots:
             return _NOTHING
+        self._slots.discard(conn_id)
         return self._start_queued(now_ms)
 
     def on_closed(self, conn_id: int, now_ms: int | None = None) -> QuotaActions:
@@ -272,8 +289,9 @@ class ConnectionQuotas:
             conn = self._waiting.pop(conn_id, None)  # its per-host queue entry goes lazily
         if conn is not None:
             self._forget(conn.ip)
-        if self._slots.pop(conn_id, None) is None:
+        if conn_id not in self._slots:
             return _NOTHING
+        self._slots.discard(conn_id)
         return self._start_queued(self._last_ms if now_ms is None else now_ms)
 
     def poll(self, now_ms: int) -> QuotaActions:
@@ -293,7 +311,7 @@ class ConnectionQuotas:
                 self._drop_open(conn_id)
                 self.evicted[HEAD_TIMEOUT] += 1
                 evict.append((conn_id, HEAD_TIMEOUT))
-        if self._queued:  # slots held past handshake_slot_ms are free again
+        if self._queued:  # handshake tokens came since
             admit.extend(self._start_queued(now_ms).admit)
         while self._waiting:
             conn_id, conn = next(iter(self._waiting.items()))
@@ -352,21 +370,29 @@ class ConnectionQuotas:
 
     def _take_slot(self, conn_id: int, conn: _Conn, now_ms: int) -> None:
         """It starts now: its head deadline counts from here (a connection that
-        waited in line has lost nothing); a voter's takes no slot."""
+        waited in line has lost nothing); a voter's takes no token and no slot."""
         if conn.since_ms != now_ms and conn_id in self._unestablished:
             conn.since_ms = now_ms
             self._unestablished.move_to_end(conn_id)  # since_ms order holds
-        if not conn.protected and self.config.max_handshakes < UNLIMITED:
-            self._slots[conn_id] = now_ms + self.config.handshake_slot_ms
+        if not conn.protected and self._line:
+            self._slots.add(conn_id)
+            if self.config.handshake_rate < UNLIMITED:
+                self._hs_tokens -= 1.0
 
     def _free_slot(self, now_ms: int) -> bool:
-        """Is a handshake slot free at `now_ms` (slots held past handshake_slot_ms
-        are given up first)?"""
-        if len(self._slots) < self.config.max_handshakes:
+        """May a handshake start at `now_ms`: a token in the handshake bucket and
+        fewer than max_handshakes under way?"""
+        if not self._line:
             return True
-        for conn_id in [c for c, until in self._slots.items() if until <= now_ms]:
-            del self._slots[conn_id]
-        return len(self._slots) < self.config.max_handshakes
+        if len(self._slots) >= self.config.max_handshakes:
+            return False
+        if now_ms > self._hs_refilled_ms:
+            self._hs_tokens = min(
+                self._hs_burst,
+                self._hs_tokens + (now_ms - self._hs_refilled_ms) * self._hs_rate / 1000,
+            )
+            self._hs_refilled_ms = now_ms
+        return self._hs_tokens >= 1.0 or self.config.handshake_rate >= UNLIMITED
 
     def _queue(self, conn_id: int, ip: str) -> None:
         self._queued[conn_id] = None
@@ -385,8 +411,8 @@ class ConnectionQuotas:
 
     def _next_in_line(self) -> int:
         """The next host's oldest queued connection, hosts taking turns: a host that
-        floods the line with stalled handshakes (each holds a slot up to
-        handshake_slot_ms) does not push another host's one connection back."""
+        floods the line with stalled handshakes (each under way until its head
+        deadline) does not push another host's one connection back."""
         while True:
             ip = self._line_turns.popleft()
             line = self._line_by_ip[ip]
@@ -424,7 +450,7 @@ class ConnectionQuotas:
     def _drop_open(self, conn_id: int) -> None:
         conn = self._open.pop(conn_id)
         self._unqueue(conn_id)
-        self._slots.pop(conn_id, None)
+        self._slots.discard(conn_id)
         self._forget(conn.ip)
 
     def _forget(self, ip: str) -> None:

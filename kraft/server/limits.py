@@ -57,12 +57,17 @@ log = logging.getLogger("kraft.server.limits")
 ACCEPT_BATCH = 256  # accepts per readiness callback: bounded, so one flood cannot hold the loop
 _RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close sends RST, leaves no TIME_WAIT
 _VOTER_REFRESH_S = 10.0
-# TLS handshakes under way at once on a TLS listener (kraft.server.connection_quotas'
-# max_handshakes): each costs ~1 ms of the loop's CPU (an mTLS handshake measured
-# 0.7-1.4 ms with OpenSSL 3.0), so at most ~32 ms of handshake work is ready in one
-# loop turn and Raft's and the heartbeats' callbacks are never queued behind seconds
-# of it; more wait in line, accepted, their deadlines not yet running.
-MAX_HANDSHAKES = 32
+# The TLS handshake line (kraft.server.connection_quotas): an mTLS handshake costs
+# ~0.7-1.4 ms of the loop's CPU (OpenSSL 3.0), so starts are a token bucket: at
+# most 32 at one moment (~32 ms of work ready in one loop turn, Raft's and the
+# heartbeats' callbacks never queued behind seconds of it) and 500 a second, the
+# listener's max.connection.creation.rate default (a fleet admitted at that rate
+# never waits long in line). At most 512 under way: a handshake's wall time is
+# mostly its peer's lag, so this bounds what a burst of completing handshakes
+# costs, not the start rate (512 / 1 s of lag still starts 500 a second).
+MAX_HANDSHAKES = 512
+HANDSHAKE_RATE = 500
+HANDSHAKE_BURST = 32
 
 
 def _reset(sock: Any) -> None:
@@ -232,7 +237,12 @@ class GuardedSite(web.BaseSite):
         self._port = port
         self._config = quotas or ConnectionQuotaConfig(max_connections=max_connections)
         if ssl_context is not None and self._config.max_handshakes == UNLIMITED:
-            self._config = dataclasses.replace(self._config, max_handshakes=MAX_HANDSHAKES)
+            self._config = dataclasses.replace(
+                self._config,
+                max_handshakes=MAX_HANDSHAKES,
+                handshake_rate=HANDSHAKE_RATE,
+                handshake_burst=HANDSHAKE_BURST,
+            )
         self._voter_urls = voter_urls
         self._metrics = metrics
         self._handshake_timeout_s = min(

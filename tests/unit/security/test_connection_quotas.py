@@ -346,7 +346,7 @@ def test_handshakes_beyond_the_bound_wait_in_line_and_start_as_slots_free() -> N
 def test_the_head_deadline_counts_from_the_handshake_start_not_the_wait() -> None:
     """Waiting in line never makes a handshake worthless: a queued connection's head
     deadline starts when its handshake does."""
-    h = Slots(max_handshakes=1, request_head_timeout_ms=1_000, handshake_slot_ms=5_000)
+    h = Slots(max_handshakes=1, request_head_timeout_ms=1_000)
     a = h.accept()
     h.tick(900)
     b = h.accept()  # queued at 1_900
@@ -360,7 +360,7 @@ def test_the_head_deadline_counts_from_the_handshake_start_not_the_wait() -> Non
 
 
 def test_a_connection_waits_in_line_at_most_the_head_timeout() -> None:
-    h = Slots(max_handshakes=1, request_head_timeout_ms=1_000, handshake_slot_ms=5_000)
+    h = Slots(max_handshakes=1, request_head_timeout_ms=1_000)
     a, b = h.accept(), h.accept()
     assert h.started == [a] and h.q.queued_count == 1
     out = h.tick(1_000)
@@ -368,19 +368,113 @@ def test_a_connection_waits_in_line_at_most_the_head_timeout() -> None:
     assert h.q.queued_count == 0 and h.q.open_count == 0 and h.q.connections_of("1.1.1.1") == 0
 
 
-def test_a_stalled_handshake_gives_its_slot_up_after_handshake_slot_ms() -> None:
-    """A peer that stalls its handshake holds no slot for long (its handshake goes on,
-    bounded by the head deadline)."""
-    h = Slots(max_handshakes=1, handshake_slot_ms=250)
-    a, b = h.accept(), h.accept()
-    assert h.q.next_deadline_ms() == h.now + 250
-    assert h.tick(249) == QuotaActions()
-    assert h.tick(1).admit == (b,)
-    assert h.started == [a, b] and a in h.open  # a is not closed for it
-    c = h.accept()  # b holds the only slot
+def test_a_stalled_handshake_is_under_way_until_its_head_deadline() -> None:
+    """No slot is given up on a timer: a handshake is under way until it ends, fails or
+    its connection closes, so the count bounds what completing handshakes can cost at
+    once; a stalled one is closed at its head deadline and the next in line starts."""
+    h = Slots(max_handshakes=1, request_head_timeout_ms=1_000)
+    a = h.accept()
+    h.tick(500)
+    b = h.accept()
+    assert h.q.next_deadline_ms() == h.now + 500  # a's head deadline, nothing sooner
+    assert h.tick(499) == QuotaActions()
+    out = h.tick(1)
+    assert out.evict == ((a, HEAD_TIMEOUT),) and out.admit == (b,)
+    assert h.started == [a, b] and h.q.handshaking_count == 1
+    assert h.q.next_deadline_ms() == h.now + 1_000  # b's, from its start
+
+
+def test_starts_follow_the_handshake_rate_with_a_burst() -> None:
+    """KIP-612's token bucket for handshakes: at most `handshake_burst` start at one
+    moment, then `handshake_rate` a second, however fast the handshakes end."""
+    h = Slots(handshake_rate=100, handshake_burst=4)
+    conns = [h.accept() for _ in range(20)]
+    assert h.started == conns[:4] and h.q.queued_count == 16
+    for c in conns[:4]:  # ending at once frees no token
+        h.apply(h.q.on_ready(c, h.now))
+    assert h.started == conns[:4]
+    assert h.q.next_deadline_ms() == h.now + 10  # one token per 10 ms
+    h.tick(9)
+    assert len(h.started) == 4
+    h.tick(1)
+    assert h.started == conns[:5]
+    h.tick(1_000)  # a second's worth of tokens, but the bucket holds 4
+    assert h.started == conns[:9]
+    until = h.now + 100  # the shell polls at each deadline: a token every 10 ms
+    while (at := h.q.next_deadline_ms()) is not None and at <= until:
+        h.tick(at - h.now)
+    assert h.started == conns[:19]
+
+
+def test_a_full_count_waits_for_an_end_not_a_token() -> None:
+    h = Slots(max_handshakes=2, handshake_rate=1_000, handshake_burst=10)
+    a, b, c = h.accept(), h.accept(), h.accept()
     assert h.started == [a, b]
-    h.tick(250)
-    assert h.started == [a, b, c]
+    assert h.q.next_deadline_ms() == h.now + h.q.config.request_head_timeout_ms
+    h.tick(500)
+    assert h.started == [a, b]
+    assert h.apply(h.q.on_ready(b, h.now)).admit == (c,)
+
+
+def _fleet(quotas: type[ConnectionQuotas], config: ConnectionQuotaConfig, wall_ms: int) -> dict:
+    """10,000 brokers from 250 hosts connecting at 500 a second (controller_bench's
+    mtls ramp), each handshake lasting `wall_ms` of wall time (the peer's and the
+    loop's lag: its CPU is ~1 ms), its first request head 50 ms after; an event-driven
+    fake clock, no reconnection. What reached a request head, what was evicted."""
+    import heapq
+
+    established: set[int] = set()
+    q = quotas(config, 0, established.__contains__)
+    events: list[tuple[int, int, str, int]] = [(i * 2, i, "accept", i) for i in range(10_000)]
+    heapq.heapify(events)
+    seq = 10_000
+    evicted = 0
+
+    def apply(actions: QuotaActions, now: int) -> None:
+        nonlocal seq, evicted
+        for conn_id in actions.admit:
+            seq += 1
+            heapq.heappush(events, (now + wall_ms, seq, "ready", conn_id))
+        evicted += len(actions.evict) + len(actions.refuse)
+
+    last = 0
+    while events:
+        t, _, kind, conn_id = heapq.heappop(events)
+        while (d := q.next_deadline_ms()) is not None and d <= t:
+            apply(q.poll(d), d)
+        if kind == "accept":
+            apply(q.on_accept(conn_id, f"10.1.0.{conn_id % 250}", t), t)
+        elif kind == "ready" and q.handshaking_count and conn_id in q._slots:
+            apply(q.on_ready(conn_id, t), t)
+            seq += 1
+            heapq.heappush(events, (t + 50, seq, "head", conn_id))
+        elif kind == "head" and conn_id in q._open:
+            established.add(conn_id)
+            last = t
+    return {"established": len(established), "evicted": evicted, "last_ms": last}
+
+
+@pytest.mark.parametrize("wall_ms", [5, 250, 400, 1_000])
+def test_a_10k_fleet_connecting_at_500_a_second_converges_whatever_the_handshake_lag(
+    wall_ms: int,
+) -> None:
+    """Issue 25's mTLS collapse, replayed with a fake clock: the old line freed a slot
+    after 250 ms of wall time, so handshakes lasting that long (under load they did:
+    the wall time is the peer's lag) started 32 / 0.25 s = 128 a second and 6,160 of
+    10,000 brokers reached their head deadline in line (with wall_ms 100: 496). By
+    start rate, every broker is served within the ramp, none evicted."""
+    config = ConnectionQuotaConfig(
+        max_connections=10_400,
+        max_connections_per_ip=200,
+        max_connection_creation_rate=500,
+        max_handshakes=512,
+        handshake_rate=500,
+        handshake_burst=32,
+    )
+    out = _fleet(ConnectionQuotas, config, wall_ms)
+    assert out["evicted"] == 0
+    assert out["established"] == 10_000
+    assert out["last_ms"] <= 20_000 + 100 + wall_ms + 50
 
 
 def test_voters_connections_never_wait_for_a_slot() -> None:
@@ -403,22 +497,25 @@ def test_at_max_connections_a_queued_connection_is_evicted_like_any_half_open_on
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_random_walks_keep_the_handshake_bound(seed: int) -> None:
+def test_random_walks_keep_the_handshake_bound_and_rate(seed: int) -> None:
     """Accepts from a few hosts (a voter's among them), handshakes ending or failing,
-    closes and time: non-voter handshakes under way never exceed the bound, the line
-    only forms when the slots are full, and every open connection is started or in
-    line, never both."""
+    closes and time: non-voter handshakes under way never exceed the bound, starts in
+    any window never exceed the burst plus the rate's tokens, the line only waits
+    for a token or an end, and every open connection is started or in line."""
     rng = random.Random(seed)
-    bound = rng.randint(1, 4)
+    bound = rng.randint(1, 6)
+    rate, burst = rng.randint(5, 100), rng.randint(1, 4)
     h = Slots(
         max_connections=rng.randint(3, 12),
         max_handshakes=bound,
-        handshake_slot_ms=rng.randint(10, 500),
+        handshake_rate=rate,
+        handshake_burst=burst,
         request_head_timeout_ms=rng.randint(100, 2000),
     )
     hosts = ["1.1.1.1", "2.2.2.2", VOTER]
     ip_of: dict[int, str] = {}
-    handshaking: dict[int, int] = {}  # started non-voter handshakes -> start time
+    handshaking: set[int] = set()
+    starts: list[int] = []  # non-voters' start times
     for _ in range(800):
         before = set(h.started)
         r = rng.random()
@@ -429,31 +526,32 @@ def test_random_walks_keep_the_handshake_bound(seed: int) -> None:
         elif r < 0.6 and handshaking:
             conn_id = rng.choice(sorted(handshaking))
             h.apply(h.q.on_ready(conn_id, h.now))
-            del handshaking[conn_id]
+            handshaking.discard(conn_id)
         elif r < 0.7 and h.open:
             conn_id = rng.choice(sorted(h.open))
             h.apply(h.q.on_closed(conn_id, h.now))
             h.open.discard(conn_id)
-            handshaking.pop(conn_id, None)
+            handshaking.discard(conn_id)
         else:
             h.tick(rng.randint(1, 200))
         for conn_id in set(h.started) - before:
             if ip_of[conn_id] != VOTER:
-                handshaking[conn_id] = h.now
-        handshaking = {c: t for c, t in handshaking.items() if c in h.open}
-        # a slot counts for handshake_slot_ms at most
-        counting = [c for c, t in handshaking.items() if h.now - t < h.q.config.handshake_slot_ms]
-        assert len(counting) <= bound
-        assert h.q.handshaking_count <= bound
+                handshaking.add(conn_id)
+                starts.append(h.now)
+        handshaking &= h.open
+        assert len(handshaking) == h.q.handshaking_count <= bound
+        for t0 in {h.now - 1_000, h.now - 100, h.now}:
+            within = sum(1 for t in starts if t0 <= t <= h.now)
+            assert within <= burst + (h.now - t0) * rate / 1000
         if h.q.queued_count:
-            assert h.q.handshaking_count == bound or h.q.next_deadline_ms() is not None
+            assert h.q.next_deadline_ms() is not None
         assert h.q.open_count == len(h.open) + h.q.queued_count
 
 
 def test_hosts_take_turns_in_the_handshake_line() -> None:
-    """A host flooding the line with stalled handshakes (each holding a slot for
-    handshake_slot_ms) does not push another host's one connection to the back."""
-    h = Slots(max_handshakes=1, handshake_slot_ms=250)
+    """A host flooding the line (stalled handshakes, each under way until its head
+    deadline) does not push another host's one connection to the back."""
+    h = Slots(handshake_rate=4, handshake_burst=1)  # a start every 250 ms
     first = h.accept("6.6.6.6")
     flood = [h.accept("6.6.6.6") for _ in range(100)]
     honest = h.accept("1.1.1.1")
@@ -467,7 +565,7 @@ def test_hosts_take_turns_in_the_handshake_line() -> None:
 
 
 def test_a_line_emptied_by_closes_and_evictions_starts_afresh() -> None:
-    h = Slots(max_handshakes=1, request_head_timeout_ms=1_000, handshake_slot_ms=5_000)
+    h = Slots(max_handshakes=1, request_head_timeout_ms=1_000)
     h.accept("6.6.6.6")
     queued = [h.accept("6.6.6.6") for _ in range(3)]
     for conn_id in queued:

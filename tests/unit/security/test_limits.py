@@ -350,11 +350,12 @@ async def test_a_stalled_tls_handshake_is_closed_at_the_head_timeout(tmp_path: P
 async def test_tls_handshakes_wait_in_line_and_stalled_ones_do_not_hold_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two handshakes at once: 4 stalled ClientHellos and then 12 mTLS clients
-    connecting together. A stalled handshake gives its slot up (after 250 ms), so
-    every client is served long before the stalled ones' head deadline (20 s), which
-    would otherwise be the first moment their slots came free."""
-    monkeypatch.setattr("kraft.server.limits.MAX_HANDSHAKES", 2)
+    """Six handshakes under way at most, two starting at one moment: 4 stalled
+    ClientHellos (under way until their head deadline, 20 s) and then 12 mTLS clients
+    connecting together. The stalled ones hold 4 of the 6, the clients take turns
+    for the other 2 and every client is served long before that deadline."""
+    monkeypatch.setattr("kraft.server.limits.MAX_HANDSHAKES", 6)
+    monkeypatch.setattr("kraft.server.limits.HANDSHAKE_BURST", 2)
     certs = tmp_path / "certs"
     generate(certs, [1], [4], admin=False)
     node = await start_single(
@@ -364,7 +365,8 @@ async def test_tls_handshakes_wait_in_line_and_stalled_ones_do_not_hold_it(
     )
     try:
         site = _site(node)
-        assert site.quotas.config.max_handshakes == 2
+        assert site.quotas.config.max_handshakes == 6
+        assert site.quotas.config.handshake_burst == 2
         stalled = []
         for _ in range(4):
             r, w = await _connect(node, "127.0.0.2")
@@ -392,10 +394,11 @@ async def test_tls_handshakes_wait_in_line_and_stalled_ones_do_not_hold_it(
 
         heads = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(12))), 15)
         assert all(h.startswith(b"HTTP/1.1 200") for h in heads)
-        # served while the stalled ones were still there, holding no slot
+        # served while the stalled ones were still there, still under way
         assert site.quotas.evicted["connections.request.head.timeout.ms"] == 0
         assert site.quotas.connections_of("127.0.0.2") == 4
-        assert peak <= 2 and site.quotas.queued_count == 0
+        assert peak <= 6 and site.quotas.queued_count == 0
+        assert site.quotas.handshaking_count == 4
         # a TLS connection keeps a 32 KiB read buffer, not asyncio's 256 KiB
         r, w = await asyncio.open_connection(
             host, port, ssl=client_ctx, server_hostname="localhost", local_addr=("127.0.0.3", 0)
