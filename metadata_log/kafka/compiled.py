@@ -91,7 +91,7 @@ class _Builder:
             f"{i}if n:",
             f"{i}    n -= 1",
             f"{i}    e = pos + n * {size}",
-            f"{i}    if e > len(buf): _fail()",
+            f"{i}    if e > size: _fail()",
             f"{i}    u = {cache}.get(n)",
             f"{i}    if u is None:",
             f"{i}        u = {cache}[n] = _struct.Struct('>' + str(n) + {char!r}).unpack_from",
@@ -110,7 +110,7 @@ class _Builder:
             _VARINT.format(i=i).rstrip("\n"),
             f"{i}if n:",
             f"{i}    pos += (n - 1) * 16",
-            f"{i}    if pos > len(buf): _fail()",
+            f"{i}    if pos > size: _fail()",
             f"{i}else:",
             f"{i}    {null}",
         ]
@@ -134,7 +134,7 @@ class _Builder:
             st = struct.Struct(">" + "".join(FIXED_CHARS[f["type"]] for f in run))
             unpack = self.const(st.unpack_from)
             names = ", ".join(var[f["name"]] for f in run) + ","
-            lines.append(f"    if pos + {st.size} > len(buf): _fail()")
+            lines.append(f"    if pos + {st.size} > size: _fail()")
             lines.append(f"    {names} = {unpack}(buf, pos)")
             lines.append(f"    pos += {st.size}")
             run.clear()
@@ -166,7 +166,7 @@ class _Builder:
                 lines += [
                     "    if n:",
                     "        e = pos + n - 1",
-                    "        if e > len(buf): _fail()",
+                    "        if e > size: _fail()",
                     f"        {v} = buf[pos:e].decode('utf-8')",
                     "        pos = e",
                     "    else:",
@@ -186,7 +186,7 @@ class _Builder:
                      .replace("if n <", "if tag <", 1).replace("n, pos", "tag, pos", 1))  # fmt: skip
         lines.append(_VARINT.format(i="        ").rstrip("\n"))
         lines.append("        end = pos + n")
-        lines.append("        if end > len(buf): _fail()")
+        lines.append("        if end > size: _fail()")
         keyword = "if"
         for f in tagged:
             lines.append(f"        {keyword} tag == {f['tag']}:")
@@ -227,7 +227,8 @@ class _Builder:
             lines.append(f"    return ({items}), pos")
         self.k += 1
         name = f"_struct{self.k}"
-        src = f"def {name}(buf, pos):\n" + "\n".join(lines) + "\n"
+        # `size`: the body's length, looked up once
+        src = f"def {name}(buf, pos):\n    size = len(buf)\n" + "\n".join(lines) + "\n"
         exec(compile(src, f"<kafka decoder {name}>", "exec"), self.ns)  # noqa: S102
         return name
 
