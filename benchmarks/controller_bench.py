@@ -43,9 +43,13 @@ playing the brokers over HTTP (msgpack bodies, keep-alive):
   once per connection), as real brokers connect. Registrations and the control
   calls use tokens (the admin's for admin calls).
 
-The load generator follows a leader change as a broker agent does: a NOT_CONTROLLER
-answer moves the connection to the hinted leader, a failed connection to the next
-controller.
+The load generator follows a leader change per connection, as a broker agent does
+(broker_agent.lifecycle's Backoff and ControllerSelector): a NOT_CONTROLLER answer
+moves that connection to the hinted leader at once (a bounded number of hops),
+a failed connection moves to the next controller after a bounded exponential
+backoff with jitter plus up to 1 s of reconnect jitter. One connection's failure
+never moves the others (the whole fleet once moved when any connection failed:
+each eviction sent all 10,000 mTLS brokers through the handshake line again).
 
 Usage: python benchmarks/controller_bench.py [--quick] [--brokers N]
        [--interval-ms MS] [--duration S] [--skip-cluster] [--skip-snapshot]
@@ -78,6 +82,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from broker_agent.lifecycle import Backoff, ControllerSelector  # noqa: E402
 from kraft.local.cluster import free_ports  # noqa: E402
 
 MSGPACK = "application/msgpack"
@@ -360,24 +365,12 @@ class Brokers:
         ) as r:
             return r.status, self._unpack(await r.read())
 
-    def follow_leader(self, failed_url: str, raw: bytes | None) -> None:
-        """NOT_CONTROLLER names the leader: go there; a connection that failed: try the
-        next controller (only once for the many connections that fail together)."""
-        if self.url != failed_url or not self.urls:
-            return
+    def leader_hint(self, raw: bytes) -> str | None:
+        """The URL of the leader a NOT_CONTROLLER answer names, if it names one."""
         leader = None
         with contextlib.suppress(Exception):
-            leader = self._unpack(raw)["leader_id"] if raw else None
-        if leader in self.urls and self.urls[leader] != failed_url:
-            self.url = self.urls[leader]
-        else:
-            order = sorted(self.urls.values())
-            self.url = (
-                order[(order.index(failed_url) + 1) % len(order)]
-                if failed_url in order
-                else order[0]
-            )
-        self.leader_moves += 1
+            leader = self._unpack(raw)["leader_id"]
+        return self.urls.get(leader) if isinstance(leader, int) else None
 
     async def register_all(self, ids: list[int], concurrency: int = 256) -> float:
         sem = asyncio.Semaphore(concurrency)
@@ -460,6 +453,14 @@ class Brokers:
             # and not from the controllers' host: a voter's host skips every connection
             # limit and the handshake line (Raft first), which a fleet must not
             source = {"local_addr": (mtls_source_ip(k), 0)}
+        # where this connection sends: the fleet's leader at the start, then its own
+        # (a move here moves no other connection), as a broker agent's selector
+        order = sorted(self.urls.values()) or [self.url]
+        selector = ControllerSelector(len(order), random.Random(k))
+        selector.current = order.index(self.url) if self.url in order else 0
+        rng = random.Random(1_000_003 * (k + 1))
+        backoff = Backoff(100, 5_000, 0.2, rng)
+        hops = 0  # hints followed at once since the last answer (bounded)
         i = 0
         try:
             while not self.stop:
@@ -475,20 +476,22 @@ class Brokers:
                 self.lag.append(now - scheduled)
                 if now > due + self.interval_s:
                     due = now  # far behind: do not burst to catch up
-                url = self.url
+                url = order[selector.current]
                 try:
                     if conn is None or conn.closed.done() or conn_url != url:
                         if conn is not None and conn.transport is not None:
                             conn.transport.close()
                         host, port = url.split("//", 1)[1].rsplit(":", 1)
                         conn_url = url
-                        _, conn = await loop.create_connection(
-                            HeartbeatConnection,
-                            host,
-                            int(port),
-                            **({"ssl": ssl_ctx, "server_hostname": host} if ssl_ctx else {}),
-                            **source,
-                        )
+                        conn = None
+                        async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                            _, conn = await loop.create_connection(
+                                HeartbeatConnection,
+                                host,
+                                int(port),
+                                **({"ssl": ssl_ctx, "server_hostname": host} if ssl_ctx else {}),
+                                **source,
+                            )
                     t0 = time.perf_counter()
                     # no per-request timer (it costs the generator): a reply that
                     # never comes stalls this connection, which the lag figures show
@@ -499,9 +502,17 @@ class Brokers:
                     conn = None
                     self.errors += 1
                     self.error_codes["connection"] = self.error_codes.get("connection", 0) + 1
-                    self.follow_leader(url, None)
+                    # this connection alone moves on, after a backoff with jitter (a
+                    # fleet evicted together must not come back within a few ms)
+                    selector.rotate()
+                    self.leader_moves += len(order) > 1
+                    hops = 0
+                    await asyncio.sleep(backoff.next_delay_ms() / 1000 + rng.uniform(0, 1.0))
+                    due = max(due, loop.time())
                     continue
                 if st == 200:
+                    backoff.reset()
+                    hops = 0
                     self.last_ok[bid] = t0
                     self.lat.append((t0, time.perf_counter() - t0))
                 else:
@@ -511,7 +522,16 @@ class Brokers:
                         code = self._unpack(raw)["error_code"]
                     self.error_codes[code] = self.error_codes.get(code, 0) + 1
                     if code == "NOT_CONTROLLER":
-                        self.follow_leader(url, raw)
+                        hint = self.leader_hint(raw)
+                        if hint is not None and hint != url and hops < len(order):
+                            hops += 1  # a fresh hint: go there at once
+                            selector.current = order.index(hint)
+                            self.url = hint  # where registrations and new loops start
+                        else:  # no leader known or a stale hint: the next, later
+                            selector.rotate()
+                            await asyncio.sleep(backoff.next_delay_ms() / 1000)
+                            due = max(due, loop.time())
+                        self.leader_moves += 1
         finally:
             # also on cancellation: an open keep-alive connection would hold up the
             # controllers' graceful shutdown
@@ -1557,6 +1577,9 @@ class BenchSecurity:
 
 
 MTLS_CONNECTS_PER_S = 500  # the mtls run's connection ramp (10,000 brokers: 20 s)
+# A heartbeat connection's TCP + TLS set-up is bounded: a controller may delay it for
+# a creation token and then in its handshake line, each up to its head timeout (10 s).
+CONNECT_TIMEOUT_S = 25.0
 MTLS_SOURCE_HOSTS = 250  # 127.0.1.1-250: 40 brokers a host at 10,000 (max.connections.per.ip 200)
 
 
