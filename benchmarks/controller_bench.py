@@ -260,6 +260,11 @@ async def connection_counts(session: Any, urls: dict[int, str]) -> dict[str, Any
             }
             m = re.search(r"^kraft_server_connections_admitted_total ([0-9.e+]+)$", text, re.M)
             counts["admitted"] = int(float(m.group(1))) if m else None
+            # the TLS handshake line right now (gauges)
+            for gauge in ("handshake_queued", "handshaking", "waiting"):
+                m = re.search(rf"^kraft_server_connections_{gauge} ([0-9.e+]+)$", text, re.M)
+                if m:
+                    counts[gauge] = int(float(m.group(1)))
             out[str(i)] = counts
     return out
 
@@ -597,12 +602,21 @@ async def cluster_phases(
             asyncio.create_task(brokers.connection_loop(k, ids, n_conn)) for k in range(n_conn)
         ]
         # Warm-up: every broker unfenced.
-        deadline = time.monotonic() + 60 + 2 * opts.interval_ms / 1000
+        warm0 = time.monotonic()
+        deadline = warm0 + 60 + 2 * opts.interval_ms / 1000
+        fenced = float("nan")
         while time.monotonic() < deadline:
             fenced = await metric(control, url, FENCED_COUNT)
             if fenced == 0:
                 break
             await asyncio.sleep(0.5)
+        out["warmup"] = {
+            "seconds": round(time.monotonic() - warm0, 1),
+            "fenced_at_window_start": fenced,
+            "errors": brokers.errors,
+            "error_codes": dict(brokers.error_codes),
+            "listener_counts": await connection_counts(control, cluster.urls),
+        }
         brokers.lat.clear()
         brokers.lag.clear()
         brokers.error_codes.clear()
