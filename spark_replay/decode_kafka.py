@@ -71,6 +71,7 @@ from metadata_log.kafka.batch import (
     MAGIC,
     parse_header,
 )
+from metadata_log.kafka.columnar import PARTITION_CHANGE, partition_changes
 from metadata_log.kafka.message import read_uvarint as _uv
 from metadata_log.kafka.reader import decoded_records, iter_native_batches, native_records
 from metadata_log.kafka.record_serde import (
@@ -472,6 +473,8 @@ class _HotRows:
         ]
         entries = list(map(get, vals))
         if None in entries:  # values met for the first time in this file
+            values.decode_many([v for v, e in zip(vals, entries, strict=True) if e is None])
+            entries = [get(v) if e is None else e for v, e in zip(vals, entries, strict=True)]
             base = h["base_offset"].astype(np.int64)
             failed = []
             for k in [k for k, e in enumerate(entries) if e is None]:
@@ -579,6 +582,7 @@ class _HotRows:
 
 
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+_PCR_KEY = bytes([PARTITION_CHANGE])  # a PartitionChangeRecord value's api key byte
 # The bytes of a record's framing read by numpy: attributes (1), timestamp and
 # offset deltas (up to 3 each), key length (1), value length (up to 3).
 _FRAME = 11
@@ -696,6 +700,20 @@ class _Values:
         except (IndexError, ValueError, MetadataLogError):
             return None  # ValueError: a varint too long, a body not of its schema
         return out if p == end else None
+
+    def decode_many(self, fresh: list[bytes]) -> None:
+        """Keep the PartitionChangeRecords among values met for the first time, read
+        together (metadata_log.kafka.columnar); decode() takes the rest."""
+        pcr = list({v: None for v in fresh if v[1:2] == _PCR_KEY})
+        if not pcr:
+            return
+        if len(self.known) + len(pcr) > _MAX_VALUES:
+            self.known.clear()
+        tid = _HOT_BY_NAME["PartitionChangeRecord"].type_id
+        known = self.known
+        for value, row in zip(pcr, partition_changes(pcr), strict=True):
+            if row is not None:
+                known[value] = (tid, (0, 0, *row), value, None)
 
     def decode(self, value: bytes, offset: int) -> _Entry:
         """Decode a value met for the first time (errors name `offset`) and keep it:

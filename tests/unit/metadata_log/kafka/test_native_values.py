@@ -81,3 +81,71 @@ def test_other_records_and_unknown_versions_are_not_its_job() -> None:
     newer[2] = pcr["versions"][1] + 1  # a version newer than the tables know
     assert native_values(bytes(newer)) is None
     assert native_values(b"") is None and native_values(b"\x02\x05\x00") is None
+
+
+PCR = METADATA_SCHEMAS[5]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_partition_changes_many_at_once_equal_native_values(version: int) -> None:
+    """columnar.partition_changes, the numpy reader of many PartitionChangeRecords,
+    gives native_values' tuple for each, or None where it leaves the value to it;
+    it takes every value of the common shapes (short arrays, one-byte tags)."""
+    from metadata_log.kafka.columnar import partition_changes
+
+    value_or_junk = st.one_of(
+        struct_values(PCR["fields"], version).map(
+            lambda v: wire_encoder.metadata_value(5, PCR, version, v)
+        ),
+        st.binary(max_size=40).map(lambda b: bytes([1, 5, version]) + b),  # junk bodies
+        st.sampled_from(list(range(3))).flatmap(  # another version's value
+            lambda w: struct_values(PCR["fields"], w).map(
+                lambda v: wire_encoder.metadata_value(5, PCR, w, v)
+            )
+        ),
+    )
+
+    taken = [0]
+
+    @FAST
+    @given(st.lists(value_or_junk, max_size=12))
+    def check(values: list[bytes]) -> None:
+        got = partition_changes(values)
+        assert len(got) == len(values)
+        for value, row in zip(values, got, strict=True):
+            if row is not None:
+                reference = native_values(value)
+                assert reference is not None and row == reference[1]
+                taken[0] += 1
+
+    check()
+    assert taken[0] > 20
+
+
+def test_partition_changes_takes_the_shapes_kafka_writes() -> None:
+    from metadata_log.kafka.columnar import partition_changes
+
+    topic = "gSnfpEbtQfSDpxM2lhEn9A"
+    default = {f["name"]: f["default"] for f in PCR["fields"]}
+    shapes = [
+        (0, {"isr": (1, 2)}),
+        (0, {"leader": 3}),
+        (1, {"isr": (1, 2, 3), "leader": -1}),
+        (1, {"replicas": (4, 5, 6), "isr": (4,), "leader": 4, "directories": ("A" * 22,) * 3}),
+        (
+            1,
+            {"isr": (), "leader_recovery_state": 1, "adding_replicas": (), "removing_replicas": ()},
+        ),
+        (2, {"leader": 2, "eligible_leader_replicas": (1, 3), "last_known_elr": ()}),
+        (2, {"isr": (2,), "eligible_leader_replicas": None, "last_known_elr": (-7,)}),
+        (2, {}),
+    ]
+    values = [
+        wire_encoder.metadata_value(
+            5, PCR, v, {**default, "topic_id": topic, "partition_id": 7 + i, **change}
+        )
+        for i, (v, change) in enumerate(shapes)
+    ]
+    got = partition_changes(values)
+    assert got == [native_values(v)[1] for v in values]  # every one taken, all equal
+    assert got[0][:4] == (topic, 7, (1, 2), -2)
