@@ -27,7 +27,8 @@ Python. The vectorised path therefore:
    PartitionChangeRecord has no epoch to tell them apart), PartitionRecords and
    PartitionChangeRecords straight to their native fields
    (metadata_log.kafka.record_serde.native_values: generated decoders that give
-   a tuple, no fields dict);
+   a tuple, no fields dict; the PartitionChangeRecords met first in a chunk are
+   read together by numpy, metadata_log.kafka.columnar);
 5. turns the partition records of a chunk into Arrow columns and their fields
    JSON at once, by the native vectorised path's `_hot_columns` (codebooks for
    topic ids and replica lists, Arrow compute for the text); the rest (a few per
