@@ -30,10 +30,12 @@ $(STAMP): pyproject.toml
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
-# The whole suite in a random order (pytest-randomly; RANDOM_SEED=N replays one order).
+# The whole suite in a random order (pytest-randomly). The seed is printed first, because
+# -q hides pytest-randomly's header: RANDOM_SEED=N replays that order.
 test-random: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider -p randomly \
-		$(if $(RANDOM_SEED),--randomly-seed=$(RANDOM_SEED),) tests
+	@seed=$${RANDOM_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
+	echo "random order: make test-random RANDOM_SEED=$$seed replays it"; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -p randomly --randomly-seed=$$seed tests
 
 # The live story on a real local cluster (about a minute), then spark-replay's summary.
 # SECURE=1: the same with TLS and authentication on (certificates in the demo's data dir).
