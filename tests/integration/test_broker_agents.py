@@ -40,7 +40,7 @@ from metadata_log.errors import MetadataLogError
 from metadata_log.replay import replay_log
 from tests.integration.procs import Proc, ProcGroup, free_ports, http, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.story]
 
 CONTROLLERS = (1, 2, 3)
 BROKERS = (4, 5, 6, 7, 8)

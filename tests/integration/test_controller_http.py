@@ -30,7 +30,7 @@ from metadata_log.records import FenceBrokerRecord, PartitionChangeRecord
 from tests.integration.controller_procs import ControllerQuorum
 from tests.integration.procs import ProcGroup, http, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.story, pytest.mark.timeout(120)]
 
 SESSION_S = 3.0
 HEARTBEAT_S = 0.5

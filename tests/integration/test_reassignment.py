@@ -30,7 +30,7 @@ import pytest
 from tests.integration.kip_cluster import KipCluster, TopicWriter
 from tests.integration.procs import REPO, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.story]
 
 BROKERS = (1, 2, 3, 4, 5, 6)
 

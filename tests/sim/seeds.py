@@ -12,7 +12,7 @@ way:
 Seeds run in chunks of CHUNK (one test each); a failing chunk lists every failing
 seed with its replay command. A suite also adds up each run's statistics
 (`seen`), so that a last test can check that the seeds reached what they are
-meant to.
+meant to; that test calls `run_all`, so it sees the whole seed budget in any test order.
 """
 
 from __future__ import annotations
@@ -60,13 +60,25 @@ def worker_pool() -> Iterator[multiprocessing.pool.Pool | None]:
 
 class SeedSuite:
     """The seeds of one simulator: `run_seed(seed, trace=False)` must return an
-    object with `.stats` and raise InvariantViolation on a broken invariant."""
+    object with `.stats` and raise InvariantViolation on a broken invariant.
+
+    Each seed runs at most once per process and its result is kept, so the tests
+    may run in any order (pytest-randomly): a chunk whose seeds an earlier test
+    already ran reports their failures from the cache, and `run_all` gives the
+    evidence tests the whole seed budget whichever test came first."""
 
     def __init__(self, run_seed: Callable[..., Any], seeds: int) -> None:
         self.run_seed = run_seed
         self.seeds = seeds
         self.seen: dict[str, int] = {}  # run statistics added up over the seeds run
-        self.runs = 0  # seeds run so far in this process
+        # seed -> its failure text, or None when it passed; each seed's stats are in
+        # `seen` exactly once (invariant: len(results) == runs)
+        self.results: dict[int, str | None] = {}
+
+    @property
+    def runs(self) -> int:
+        """Seeds run so far in this process."""
+        return len(self.results)
 
     def chunks(self) -> list[range]:
         if REPLAY is not None:
@@ -85,19 +97,27 @@ class SeedSuite:
                 pytest.fail(str(e), pytrace=False)
             print(result)
             return
-        one = partial(_run, self.run_seed)
-        self._check(pool.map(one, seeds, chunksize=5) if pool is not None else map(one, seeds))
+        self._run_missing(seeds, pool)
+        self._fail_on([self.results[s] for s in seeds if self.results[s] is not None])
 
-    def _check(self, results: Any) -> None:
-        failures = []
-        for _seed, stats, error in results:
-            self.runs += 1
-            if error is not None:
-                failures.append(error)
-            else:
+    def run_all(self, pool: multiprocessing.pool.Pool | None) -> None:
+        """Make sure every seed of the budget has run (failures are the chunks' to report)."""
+        for chunk in self.chunks():
+            self._run_missing(chunk, pool)
+
+    def _run_missing(self, seeds: range, pool: multiprocessing.pool.Pool | None) -> None:
+        todo = [s for s in seeds if s not in self.results]
+        one = partial(_run, self.run_seed)
+        results = pool.map(one, todo, chunksize=5) if pool is not None else map(one, todo)
+        for seed, stats, error in results:
+            self.results[seed] = error
+            if error is None:
                 assert stats is not None
                 for k, v in stats.items():
                     self.seen[k] = self.seen.get(k, 0) + v
+
+    @staticmethod
+    def _fail_on(failures: list[str]) -> None:
         if failures:
             lines = [f.split("\n", 1)[0] for f in failures]
             pytest.fail(
