@@ -41,6 +41,15 @@ class Case:
 
 def _cases(tmp: Path, target: str) -> dict[str, Case]:
     return {
+        "fence_apply_bench": Case(
+            ("--partitions", "2000"),
+            (
+                "records",
+                "stages_s.leader_generate",
+                "us_per_record.standby_replay_end",
+                "images_equal",
+            ),
+        ),
         "log_bench": Case(
             ("--quick", "--dir", str(tmp)),
             ("durable_append.1000", "append_no_fsync", "read_decode", "encode", "goals_met"),
@@ -326,7 +335,13 @@ def _controller_labels(doc: Any) -> None:
     assert all(n is not None and n > 0 for n in doc["fsyncs_by_controller"].values()), doc
 
 
+def _fence_images_equal(doc: Any) -> None:
+    # the leader's and the standby's image after the fence must be equal (a measured label)
+    assert doc["images_equal"] is True, doc
+
+
 _EXTRA: dict[str, Callable[[Any], None]] = {
+    "fence_apply_bench": _fence_images_equal,
     "replay_bench": _replay_tables_equal,
     "controller_bench": _controller_labels,
 }
