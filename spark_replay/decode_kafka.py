@@ -647,6 +647,8 @@ class _Values:
         decodes: the reference reader then takes the batch."""
         out = []
         get = self.known.get
+        # The one- and two-byte varints are read inline, _uv only past them: this loop
+        # runs once per record, and a call per varint would be paid four times a record.
         try:
             for _ in range(count):
                 # record length, attributes, timestamp delta, offset delta (zig-zag)
