@@ -62,6 +62,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import random
@@ -84,6 +85,7 @@ sys.path.insert(0, str(REPO))
 
 from broker_agent.lifecycle import Backoff, ControllerSelector  # noqa: E402
 from kraft.local.cluster import free_ports  # noqa: E402
+from kraft.server.node import GC_THRESHOLDS  # noqa: E402
 
 MSGPACK = "application/msgpack"
 FENCES_TOTAL = "kafka_controller_controllerstats_brokerfences_total"
@@ -267,6 +269,45 @@ async def connection_counts(session: Any, urls: dict[int, str]) -> dict[str, Any
                     counts[gauge] = int(float(m.group(1)))
             out[str(i)] = counts
     return out
+
+
+class FullGcPauses:
+    """The load generator's own full collections, as (count, total ms, longest ms).
+
+    The generator holds 10,000 TLS connections' objects: with Python's default
+    thresholds a full collection walked them every few seconds with its loop stopped,
+    and every heartbeat in flight then looked that much slower (about 100 ms at
+    p99 of the generator's send lag, with the generator at 0.4 of a core). The
+    generator gets the controllers' settings (kraft.server.node.GC_THRESHOLDS, the
+    heap frozen after warm-up); this records what pauses remain, so a figure can
+    tell the client's stalls from the server's."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total_s = 0.0
+        self.longest_s = 0.0
+        self._t0 = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._t0 = time.perf_counter()
+            return
+        took = time.perf_counter() - self._t0
+        self.count += 1
+        self.total_s += took
+        self.longest_s = max(self.longest_s, took)
+
+    def reset(self) -> None:
+        self.count, self.total_s, self.longest_s = 0, 0.0, 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "collections": self.count,
+            "total_ms": round(self.total_s * 1000, 1),
+            "longest_ms": round(self.longest_s * 1000, 1),
+        }
 
 
 class HeartbeatConnection(asyncio.Protocol):
@@ -570,6 +611,9 @@ async def cluster_phases(
         tls = {"ssl": sec.client_ctx}
         out["security"] = sec.describe()
     cluster.start()
+    gc.set_threshold(*GC_THRESHOLDS)
+    gen_gc = FullGcPauses()
+    gc.callbacks.append(gen_gc)
     conn = aiohttp.TCPConnector(limit=opts.connections, **tls)
     session = aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=30))
     # Observation and admin calls get their own connections: they must not wait in
@@ -621,6 +665,10 @@ async def cluster_phases(
         brokers.lag.clear()
         brokers.error_codes.clear()
         errors0 = brokers.errors
+        # the fleet's connections have lived long enough: out of the collector's reach
+        gc.collect()
+        gc.freeze()
+        gen_gc.reset()
         window_from = await committed_offset(control, cluster)
         commit0 = await commit_latency(control, url)
         gc0 = await histogram(control, url, GC_PAUSE)
@@ -653,6 +701,7 @@ async def cluster_phases(
             "achieved_per_s": round(len(window) / elapsed, 1),
             "latency": lat_stats(window),
             "generator_lag_p99_ms": round(pct([x * 1000 for x in brokers.lag], 0.99), 2),
+            "generator_full_gc": gen_gc.summary(),
             "errors": brokers.errors - errors0,
             "error_codes": dict(brokers.error_codes),
             "connections": n_conn,
@@ -783,6 +832,8 @@ async def cluster_phases(
         await session.close()
         await control.close()
         cluster.stop()
+        gc.callbacks.remove(gen_gc)
+        gc.unfreeze()  # a later mode's run starts from a collectable heap
     # counted by each controller process itself (os.fsync calls over its lifetime)
     out["fsyncs_by_controller"] = cluster.fsyncs()
     return out
@@ -1380,9 +1431,6 @@ async def reassign_onto(
 def snapshot_worker(partitions: int, directory: str) -> dict[str, Any]:
     """Build an image of `partitions` partitions, then write and load its snapshot
     (with the controller process's garbage-collector settings)."""
-    import gc
-
-    from kraft.server.node import GC_THRESHOLDS
     from metadata_log.image import MetadataImage
     from metadata_log.records import (
         Endpoint,
