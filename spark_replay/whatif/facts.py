@@ -23,6 +23,7 @@ Pure apart from reading the files: no clock, no randomness.
 from __future__ import annotations
 
 import bisect
+import gc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -368,6 +369,20 @@ _COPY_TYPES = frozenset({NoOpRecord, FeatureLevelRecord})
 
 def read_facts(log_dir: str | Path, session_timeout_ms: int) -> Facts:
     """The units and broker liveness of a complete native log (segments from 0)."""
+    # Millions of records, units and commands that live for the whole job: the
+    # cyclic collector would walk them again at every full collection (a third
+    # of the time at 1M records: 11.0 -> 7.0 CPU s). They hold no cycles
+    # (refcounting frees them), so it is off while they are made.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_facts(log_dir, session_timeout_ms)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _read_facts(log_dir: str | Path, session_timeout_ms: int) -> Facts:
     directory = metadata_dir(log_dir)
     if not directory.is_dir():
         raise FactsError(f"{log_dir} is not a log directory")

@@ -10,6 +10,7 @@ compares like with like. A Spark task runs `scenario_tables` for one scenario.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import shutil
@@ -99,17 +100,31 @@ def with_scenario(table: pa.Table, name: str) -> pa.Table:
 
 
 # A Python worker runs many tasks (spark.python.worker.reuse): the facts of a
-# 1M-record log take ~6 s to load, so each worker loads them once per job.
+# 1M-record log take a few seconds to load, so each worker loads them once per job.
 _LOADED: dict[tuple[str, int], Facts] = {}
 
 
 def load_facts(path: str | Path) -> Facts:
+    """The facts `save_facts` wrote, loaded once per worker process and kept out
+    of the cyclic garbage collector's reach (`gc.freeze`): they are millions of
+    acyclic objects that a scenario only reads, and every full collection during
+    the engine's run would walk them all (1M records: the load 3.5 -> 1.3 CPU s
+    with the collector off, the engine ~4% faster frozen)."""
     key = (str(path), os.stat(path).st_mtime_ns)
     facts = _LOADED.get(key)
     if facts is None:
-        with open(path, "rb") as f:
-            facts = pickle.load(f)  # noqa: S301 — written by this job's driver, just before
-        _LOADED.clear()
+        if _LOADED:
+            _LOADED.clear()
+            gc.unfreeze()  # the previous job's facts: collectable again
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            with open(path, "rb") as f:
+                facts = pickle.load(f)  # noqa: S301 — written by this job's driver, just before
+        finally:
+            if was_enabled:
+                gc.enable()
+        gc.freeze()
         _LOADED[key] = facts
     return facts
 

@@ -3,6 +3,8 @@ figures of a table, and the commands a log turns back into."""
 
 from __future__ import annotations
 
+import gc
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -99,17 +101,33 @@ def test_a_log_turns_back_into_its_commands(tmp_path: Path) -> None:
 
 def test_facts_survive_the_pickle_the_workers_load(tmp_path: Path) -> None:
     """Units, batches and ISR facts pickle as (class, fields): equal after a
-    round trip through the job's save/load."""
+    round trip through the job's save/load, which a worker does once per job
+    (frozen out of the collector) and again when the file changes."""
     from spark_replay.generator import generate, scaled_config
+    from spark_replay.whatif import replay
     from spark_replay.whatif.replay import load_facts, save_facts
 
     generate(tmp_path / "data", scaled_config(1500, 2, admin_rate=0.05))
     facts = F.read_facts(tmp_path / "data", 9000)
+    assert gc.isenabled()  # the collector is off only while the facts are read
     save_facts(facts, tmp_path / "facts.pickle")
-    back = load_facts(tmp_path / "facts.pickle")
-    assert back is not facts and back.units == facts.units
-    assert any(type(c) is F.AlterIsr for u in back.units for c in u.commands)
-    assert back.liveness._on == facts.liveness._on and back.racks == facts.racks
+    try:
+        back = load_facts(tmp_path / "facts.pickle")
+        assert back is not facts and back.units == facts.units
+        assert any(type(c) is F.AlterIsr for u in back.units for c in u.commands)
+        assert back.liveness._on == facts.liveness._on and back.racks == facts.racks
+        # loaded once per worker and kept out of the collector's walks
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        assert load_facts(tmp_path / "facts.pickle") is back
+        # another job's facts replace them; the old ones are collectable again
+        save_facts(facts, tmp_path / "facts.pickle")
+        os.utime(tmp_path / "facts.pickle", ns=(1, 1))
+        again = load_facts(tmp_path / "facts.pickle")
+        assert again is not back and again.units == facts.units
+        assert list(replay._LOADED.values()) == [again]
+    finally:
+        replay._LOADED.clear()
+        gc.unfreeze()  # this test process's heap, frozen by the worker's rule
 
 
 def test_a_topic_command_group_committed_with_an_alter_partition_keeps_both() -> None:
