@@ -31,8 +31,11 @@ import argparse
 import cProfile
 import gc
 import json
+import os
 import pstats
 import random
+import resource
+import signal
 import sys
 import time
 from pathlib import Path
@@ -103,11 +106,15 @@ def controller(setup: list[Any], observer: Any = None) -> QuorumController:
 class Stages:
     def __init__(self) -> None:
         self.s: dict[str, float] = {}
+        self.faults: dict[str, int] = {}  # minor page faults (copies on write among them)
 
     def time(self, name: str, fn: Any, *args: Any) -> Any:
+        f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t = time.perf_counter()
         out = fn(*args)
         self.s[name] = self.s.get(name, 0.0) + time.perf_counter() - t
+        f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f
+        self.faults[name] = self.faults.get(name, 0) + f
         return out
 
 
@@ -181,12 +188,28 @@ def standby_path(standby: QuorumController, data: list[bytes], st: Stages) -> No
     st.time("standby_replay_end", replayer.finish_now)
 
 
+def fork_idle_child() -> int:
+    """A child that shares the heap and sleeps (a snapshot writer's memory effect
+    without its CPU): killed at the end."""
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(3600)
+        os._exit(0)
+    return pid
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--partitions", type=int, default=1_000_000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--profile", choices=("leader", "standby"), default=None)
     ap.add_argument("--no-check", action="store_true", help="skip comparing the two images")
+    ap.add_argument(
+        "--fork-child",
+        action="store_true",
+        help="keep a forked idle child alive meanwhile (as a snapshot writer is): every "
+        "page the fence writes is then copied on write",
+    )
     opts = ap.parse_args()
     t0 = time.perf_counter()
     setup = setup_records(opts.partitions, opts.seed)
@@ -197,6 +220,7 @@ def main() -> int:
     gc.freeze()  # as the node does after loading (freeze_heap)
     setup_s = time.perf_counter() - t0
     st = Stages()
+    child = fork_idle_child() if opts.fork_child else None
     GC_PAUSE.pause()  # as the service and the standby's replay task do
     try:
         prof = cProfile.Profile() if opts.profile is not None else None
@@ -212,6 +236,9 @@ def main() -> int:
             prof.disable()
     finally:
         GC_PAUSE.resume()
+        if child is not None:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
     if opts.profile is not None and prof is not None:
         pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     n = int(st.s.pop("records"))
@@ -222,6 +249,7 @@ def main() -> int:
         "setup_s": round(setup_s, 2),
         "stages_s": {k: round(v, 3) for k, v in st.s.items()},
         "us_per_record": {k: round(v / n * 1e6, 2) for k, v in st.s.items()},
+        "minor_faults": st.faults,
     }
     if not opts.no_check:
         assert leader.image.offset == standby.image.offset
