@@ -21,7 +21,10 @@ replay stage runs in the slots the records stage leaves idle (its tail, the
 driver's fold), with no barrier between them (`replay_log`).
 
 A runner runs the tasks: `SparkRunner` (each a one-task Spark job, submitted
-from driver threads) or `SerialRunner` (in the caller, one after another).
+from driver threads, one more per lane than the slots so that a freed slot finds
+the next task waiting; the tasks' big results, summaries and open rows, come
+back through files under OUT/_work rather than through the JVM) or
+`SerialRunner` (in the caller, one after another, results handed over as they are).
 Tasks write under a temporary name and rename when complete, so a retried or
 failed task leaves no partial part; the driver writes ``_SUCCESS`` once every
 task succeeded (and the caller removes the tables of a failed job). OUT must be
@@ -58,7 +61,6 @@ from spark_replay.segment_replay import (
     file_events,
     next_points,
     replay_file,
-    starting_states,
     summarize,
     table_schema,
 )
@@ -161,11 +163,14 @@ def own_plan(index: int, stats: dict[str, Any], records_dir: str) -> FilePlan | 
 
 
 def decode_and_prepare(
-    index: int, f: Any, records_dir: str, out: str
-) -> tuple[dict[str, Any], tuple[FilePlan, Summary] | None]:
+    index: int, f: Any, records_dir: str, out: str, via_files: bool = False
+) -> tuple[dict[str, Any], tuple[FilePlan, Summary | str] | None]:
     """Task of the records stage that also does step 1 from the same decode, for
     the files that can tell their own plan (`own_plan`): the records part, its
-    stats, and (plan, Summary) with the events written for step 3."""
+    stats, and (plan, Summary) with the events written for step 3. With
+    `via_files` the Summary is written under OUT/_work and its path returned
+    (`load_summary`): a Spark task's result goes through the JVM, and a summary
+    is about 1 MB per file at 10M records."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -193,9 +198,26 @@ def decode_and_prepare(
     if plan is not None:
         schema = pa.schema([ARROW_SCHEMA.field(c) for c in cols])
         rows = pa.Table.from_batches(kept, schema=schema)
-        prepared = (plan, _prepare_rows(plan, out, rows))
+        summary = _prepare_rows(plan, out, rows)
+        prepared = (plan, _dump_summary(out, plan, summary) if via_files else summary)
     stats["task_span"] = (t0, time.time(), time.process_time() - c0)
     return stats, prepared
+
+
+def _dump_summary(out: str, plan: FilePlan, summary: Summary) -> str:
+    path = os.path.join(out, WORK, f"summary-{plan.index:05d}.pickle")
+    data = pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)
+    _commit(path, lambda tmp: Path(tmp).write_bytes(data))
+    return path
+
+
+def load_summary(got: Summary | str) -> Summary:
+    """A records task's Summary, itself or from the file it was written to."""
+    if isinstance(got, Summary):
+        return got
+    with open(got, "rb") as fh:
+        summary: Summary = pickle.load(fh)  # written by this job's records task
+    return summary
 
 
 def _events_path(out: str, plan: FilePlan) -> str:
@@ -231,25 +253,31 @@ def _start_path(out: str, plan: FilePlan) -> str:
 
 
 def replay_item(
-    plan: FilePlan, out: str, start: dict[Key, Delta], names: dict[str, str]
-) -> tuple[FilePlan, str]:
+    plan: FilePlan,
+    out: str,
+    start: dict[Key, Delta],
+    names: dict[str, str],
+    via_files: bool = False,
+) -> tuple[FilePlan, str, bool]:
     """The replay task of `plan`: its starting state and the topic names go
     through a file under OUT/_work (which every executor sees), not inside the
     task (about 1 MB per file at 10M records: Spark warns of big tasks and
-    ships them through the JVM)."""
+    ships them through the JVM); with `via_files`, so do the rows it leaves open."""
     data = pickle.dumps((start, names), protocol=pickle.HIGHEST_PROTOCOL)
     _commit(_start_path(out, plan), lambda tmp: Path(tmp).write_bytes(data))
-    return plan, out
+    return plan, out, via_files
 
 
-def replay(item: tuple[FilePlan, str]) -> dict[str, Any]:
+def replay(item: tuple[FilePlan, str, bool]) -> dict[str, Any]:
     """Task of step 3: the file's rows of the three partition tables (those that
-    end in a later file are returned, see `replay_file(ends=None)`); their counts."""
+    end in a later file are returned, see `replay_file(ends=None)`: the table, or
+    with `via_files` the path of an Arrow file under OUT/_work, `load_open`);
+    their counts."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     t0, c0 = time.time(), time.process_time()
-    plan, out = item
+    plan, out, via_files = item
     with open(_start_path(out, plan), "rb") as fh:
         start, names = pickle.load(fh)  # written by this job's driver (replay_item)
     with pa.memory_map(_events_path(out, plan)) as source:
@@ -259,7 +287,13 @@ def replay(item: tuple[FilePlan, str]) -> dict[str, Any]:
     for name, table in tables.items():
         if name in OPEN_TABLES.values():
             # a partition's last rows, whose ends the driver fills in (close_open)
-            counts[name], counts[f"{name}_rows"] = _to_ipc(table), table.num_rows
+            counts[f"{name}_rows"] = table.num_rows
+            if via_files:
+                path = os.path.join(out, WORK, f"{name}-{plan.index:05d}.arrow")
+                _commit(path, lambda tmp, t=table: _write_ipc(tmp, t))
+                counts[name] = path
+            else:
+                counts[name] = table
             continue
         target = os.path.join(out, name, part_name(plan.index))
         _commit(
@@ -293,6 +327,7 @@ class SerialRunner:
     """Runs each task at once, in the caller (the one-process replay)."""
 
     slots = 1
+    via_files = False  # results are handed over as they are
 
     def submit(self, fn: Callable[[Any], Any], item: Any, lane: str) -> Future[Any]:
         fut: Future[Any] = Future()
@@ -317,12 +352,20 @@ class SparkRunner:
     replay stage fills the slots the records stage leaves idle, with no barrier
     between the two."""
 
+    # A task's big results (a summary, the rows left open) come back through files
+    # under OUT/_work: a result through the JVM costs both processes CPU and
+    # delays the file's replay (the next file's, at the end of the run).
+    via_files = True
+
     def __init__(self, spark: Any) -> None:
         self.sc = spark.sparkContext
         self.slots = max(1, int(self.sc.defaultParallelism))
         self.group = f"spark-replay-{uuid.uuid4().hex}"  # to cancel this run's jobs only
+        # One job more than the slots per lane: when a task ends, the next is
+        # already submitted and waits in Spark's scheduler, not in the driver's
+        # submission (measured: ~85 ms of an idle slot per task at 10M, local[1]).
         self.pools = {
-            lane: ThreadPoolExecutor(self.slots, thread_name_prefix=f"spark-replay-{lane}")
+            lane: ThreadPoolExecutor(self.slots + 1, thread_name_prefix=f"spark-replay-{lane}")
             for lane in ("records", "replay")
         }
 
@@ -347,23 +390,18 @@ class SparkRunner:
 Runner = SerialRunner | SparkRunner
 
 
-def _records_task(item: tuple[int, Any, str, str]) -> tuple[dict[str, Any], Any]:
+def _records_task(item: tuple[int, Any, str, str, bool]) -> tuple[dict[str, Any], Any]:
     return decode_and_prepare(*item)
 
 
-def _to_ipc(table: Any) -> bytes:
+def load_open(got: Any) -> Any:
+    """A replay task's open rows: the table, or read from its Arrow file."""
     import pyarrow as pa
 
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _from_ipc(data: bytes) -> Any:
-    import pyarrow as pa
-
-    return pa.ipc.open_stream(data).read_all()
+    if not isinstance(got, str):
+        return got
+    with pa.memory_map(got) as source:
+        return pa.ipc.open_file(source).read_all()
 
 
 def stage_profile(spans: list[Span], start: float, end: float, slots: int) -> dict[str, Any]:
@@ -453,7 +491,9 @@ def replay_log(
     early = early and all(f.source == "segment" for f in files)
     try:
         pending = [
-            runner.submit(_records_task, (i, f, str(records_dir), str(out)), "records")
+            runner.submit(
+                _records_task, (i, f, str(records_dir), str(out), runner.via_files), "records"
+            )
             for i, f in enumerate(files)
         ]
         fold, names = PrefixFold(), {}
@@ -463,7 +503,8 @@ def replay_log(
         done: list[tuple[dict[str, Any], tuple[FilePlan, Summary] | None]] = []
         cut, txn_open = 0, False  # files [cut, i] wait for an open transaction's end
         for i, fut in enumerate(pending):
-            done.append(fut.result())
+            stats_dict, got = fut.result()
+            done.append((stats_dict, got and (got[0], load_summary(got[1]))))
             for _offset, kind, *_rest in sorted(done[-1][0]["markers"]):
                 if kind == "BeginTransactionRecord":
                     txn_open = True
@@ -490,7 +531,7 @@ def replay_log(
                 start = fold.push(summary)
                 names.update(summary.names)
                 early_plans[p.index] = (p, summary)
-                item = replay_item(p, str(out), start, names)
+                item = replay_item(p, str(out), start, names, runner.via_files)
                 replays[p.index] = (p, runner.submit(replay, item, "replay"))
             cut = i + 1
         (records_dir / "_SUCCESS").touch()
@@ -524,22 +565,29 @@ def replay_log(
                 f"crosses them or a snapshot starts the history; {timings['summaries_s']:.1f} s)"
             )
         # The early replays stand for the leading files whose plan is the final
-        # one (then so are their starting states); the rest are replayed now.
+        # one (then so are their starting states); the rest are replayed now,
+        # from a fold of the summaries in the final plan's order (folded only
+        # from the first file that does not stand: at the end of the run, with
+        # every file replayed early, it cost ~0.9 s of the driver at 10M).
         ordered = [summaries[p.index] for p in plans]
-        starts = starting_states(ordered)
         all_names: dict[str, str] = {}
         for summary in ordered:
             all_names.update(summary.names)
-        standing, early_replays = True, 0
+        standing, early_replays, late_fold = True, 0, PrefixFold()
         for i, p in enumerate(plans):
             got = replays.get(p.index)
             standing = standing and got is not None and got[0] == replace(p, weight=0)
             early_replays += standing
-            if not standing:
-                if got is not None:
-                    got[1].result()  # it writes the same parts: let it finish first
-                item = replay_item(p, str(out), starts[i], all_names)
-                replays[p.index] = (p, runner.submit(replay, item, "replay"))
+            if standing:
+                continue
+            if early_replays == i:  # the first file that does not stand
+                for summary in ordered[:i]:
+                    late_fold.push(summary)
+            start = late_fold.push(ordered[i])
+            if got is not None:
+                got[1].result()  # it writes the same parts: let it finish first
+            item = replay_item(p, str(out), start, all_names, runner.via_files)
+            replays[p.index] = (p, runner.submit(replay, item, "replay"))
         # While the last replays run: where the rows they leave open end, and
         # broker_history; then each file's open rows as its replay returns.
         t = time.perf_counter()
@@ -553,7 +601,7 @@ def replay_log(
             got = counts[p.index] = replays[p.index][1].result()
             for name, open_name in OPEN_TABLES.items():
                 which = 0 if name == "partition_history" else 1
-                closed[name].append(close_open(_from_ipc(got[open_name]), ends[i], which))
+                closed[name].append(close_open(load_open(got[open_name]), ends[i], which))
         replay_end = time.time()
         t = time.perf_counter()
         for name, tables in closed.items():

@@ -11,7 +11,7 @@ from typing import Any
 from spark_replay.decode import LogFile
 from spark_replay.history import Transaction, _make_info
 from spark_replay.records import stats_from_dict
-from spark_replay.replay_job import own_plan, plan_files
+from spark_replay.replay_job import SerialRunner, own_plan, plan_files
 from spark_replay.segment_replay import Txn
 
 BEGIN, END, ABORT = "BeginTransactionRecord", "EndTransactionRecord", "AbortTransactionRecord"
@@ -96,7 +96,7 @@ def test_files_replayed_before_the_records_stage_ends_write_the_barrier_tables(
     stops the early replays at the first such file."""
     from spark_replay.datasource import list_log_files
     from spark_replay.generator import GeneratorConfig, generate
-    from spark_replay.replay_job import SerialRunner, replay_log
+    from spark_replay.replay_job import replay_log
 
     stories = {
         "plain": GeneratorConfig(records=6_000, seed=3, segment_bytes=48 * 1024),
@@ -129,3 +129,16 @@ def test_files_replayed_before_the_records_stage_ends_write_the_barrier_tables(
         got, want = _table_rows(tmp_path / f"{name}-early"), _table_rows(tmp_path / f"{name}-late")
         assert all(want[t] for t in want), name
         assert got == want, name
+        # a Spark runner's tasks hand their summaries and open rows over through
+        # files under OUT/_work (removed at the end): the same tables
+        files_out = tmp_path / f"{name}-via-files"
+        via = replay_log(_ViaFiles(), files, files_out, progress=print)
+        assert via.early_replays == closed, name
+        assert _table_rows(files_out) == want, name
+        assert not (files_out / "_work").exists(), name
+
+
+class _ViaFiles(SerialRunner):
+    """SerialRunner with SparkRunner's hand-over of results through files."""
+
+    via_files = True
