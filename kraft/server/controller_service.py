@@ -237,6 +237,13 @@ class ControllerService:
     def active(self) -> bool:
         return self.controller.active
 
+    @property
+    def in_large_transaction(self) -> bool:
+        """A large write, grown into a metadata transaction, is being generated,
+        appended or replayed (the node keeps a snapshot writer from competing)."""
+        w = self._replay
+        return w is not None and w.in_transaction
+
     def _not_controller(self) -> ApiError:
         leader_id, leader_url = self.writer.leader_hint()
         extra: dict[str, Any] = {}

@@ -588,8 +588,29 @@ class ControllerNode:
                 self._replay_task = asyncio.get_running_loop().create_task(
                     self._replay_committed(), name="controller-replay"
                 )
+        self._keep_snapshots_off_large_changes()
         self._bytes_since_snapshot += batch.size_bytes
         self._maybe_snapshot()  # not while batches wait: the image is behind the commit
+
+    def _keep_snapshots_off_large_changes(self) -> None:
+        """Kill a forked snapshot writer while a change too large for one batch (a
+        metadata transaction) is under way: generated or replayed on the active
+        controller, staged or applied on a standby (issue 26). The snapshot is due
+        again and taken once the change is over (no snapshot starts meanwhile: the
+        image is then behind the commit or in a transaction). The writer competed
+        with the change for the cores, and every page the change wrote was copied
+        for it (docs/big-fence.md: at 2M partitions a fence began while the three
+        controllers each wrote the snapshot the partitions' creation had made due).
+        A writer thread (the simulator's) cannot be stopped."""
+        task = self._snapshot_task
+        if task is None or not self._fork_snapshots or task.done():
+            return
+        if not (self.service.in_large_transaction or self.controller.image.in_transaction):
+            return
+        task.cancel()  # the writer is killed and reaped as the task ends
+        self._snapshot_task = None
+        self._bytes_since_snapshot = max(self._bytes_since_snapshot, self.snapshot_bytes)
+        log.info("snapshot abandoned", extra={"event": "snapshot_abandoned"})
 
     async def _replay_committed(self) -> None:
         GC_PAUSE.pause()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 
@@ -198,6 +199,40 @@ async def test_standbys_replay_and_followers_redirect(tmp_path, monkeypatch):
         topic_views = {i: sorted(t["name"] for t in d["topics"]) for i, d in images.items()}
         assert all(v == ["big", "t"] for v in topic_views.values()), topic_views
         assert images[1] == images[2] == images[3]
+    finally:
+        await c.stop_all()
+
+
+async def test_a_large_change_kills_a_forked_snapshot_writer(tmp_path, monkeypatch):
+    """Issue 26: a forked snapshot writer still running while a change too large for
+    one batch (a metadata transaction) is under way is killed, and the snapshot is
+    due again; without one it writes on."""
+    from kraft.server.forked_snapshot import fork_writer
+
+    c = Cluster(tmp_path)
+    await c.start_all()
+    try:
+        leader = await c.leader()
+        standby = next(n for n in c.nodes.values() if n is not None and n is not leader)
+        standby._fork_snapshots = True
+        pid = fork_writer(lambda: time.sleep(30))
+        task = asyncio.get_running_loop().create_task(standby._snapshot_child(pid))
+        standby._snapshot_task = task
+        standby._bytes_since_snapshot = 0
+        standby._keep_snapshots_off_large_changes()  # nothing large: it writes on
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        big = standby.service
+        monkeypatch.setattr(
+            type(big), "in_large_transaction", property(lambda s: s is big), raising=True
+        )
+        standby._keep_snapshots_off_large_changes()
+        assert standby._snapshot_task is None
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # killed and reaped
+        assert standby._bytes_since_snapshot >= standby.snapshot_bytes  # due again
     finally:
         await c.stop_all()
 
