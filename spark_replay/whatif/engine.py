@@ -96,6 +96,11 @@ class EngineStats:
 
 
 class Engine:
+    # The direct paths of a lone AlterPartition unit and a one-record result
+    # (`run`, `_write_result`): the general path's batches, byte for byte
+    # (tests/unit/whatif/test_identity.py compares them with this off).
+    DIRECT_PATHS = True
+
     def __init__(
         self,
         facts: F.Facts,
@@ -151,7 +156,7 @@ class Engine:
         records = result.records if result.more is None else result.drained().records
         if not records:
             return
-        if self._group is None and len(records) == 1:
+        if self._group is None and len(records) == 1 and self.DIRECT_PATHS:
             # one record (nearly every AlterPartition): one batch, as to_batches
             # makes it (a record is far below the batch limit: checked there)
             [data] = self._encode(records)
@@ -336,7 +341,7 @@ class Engine:
     # ---------------------------------------------------------------- units
 
     def run(self) -> EngineStats:
-        alter_isr = F.AlterIsr
+        alter_isr = F.AlterIsr if self.DIRECT_PATHS else None
         for unit in self.facts.units:
             cmds = unit.commands
             if len(cmds) == 1 and type(cmds[0]) is alter_isr and not unit.copy:
