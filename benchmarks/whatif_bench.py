@@ -14,6 +14,11 @@ identity check of the what-if runs.
 Usage::
 
     flock /tmp/kraft-heavy.lock python benchmarks/whatif_bench.py [--records 1000000] [--repeat 3]
+    python benchmarks/whatif_bench.py --records 100000 --divergence
+
+`--divergence` times nothing: per scenario of the grid (one process, no Spark)
+it prints where its log first differs from the actual one and how many
+partitions keep the actual history rows (docs/what-if.md, Cost).
 """
 
 from __future__ import annotations
@@ -117,6 +122,76 @@ def median(runs: list[dict[str, Any]]) -> float:
     return xs[(len(xs) - 1) // 2]
 
 
+def _batches(log: Path) -> list[tuple[int, bytes]]:
+    from metadata_log.batch import iter_headers
+    from metadata_log.replay import metadata_dir, segment_files
+
+    out = []
+    for _, path in segment_files(metadata_dir(log)):
+        data = path.read_bytes()
+        out += [
+            (h.base_offset, data[pos : pos + h.length]) for pos, h in iter_headers(data, str(path))
+        ]
+    return out
+
+
+def _rows_by_partition(tables: dict[str, Any], offsets: bool) -> dict[Any, list[Any]]:
+    """(table, topic, partition) -> its rows in order (offset columns left out
+    unless `offsets`)."""
+    out: dict[Any, list[Any]] = {}
+    for name, t in tables.items():
+        cols = [c for c in t.column_names if offsets or c not in OFFSET_COLUMNS]
+        for row in t.select(cols).to_pylist():
+            out.setdefault((name, row["topic"], row["partition_id"]), []).append(row)
+    return out
+
+
+OFFSET_COLUMNS = ("offset", "start_offset", "end_offset")
+
+
+def divergence(log: Path, scenarios: list[Any], work: Path) -> dict[str, Any]:
+    """Per scenario: the first offset where its counterfactual log differs from
+    the actual log, and the partitions whose leader_elections and
+    offline_partitions rows are the actual ones (with and without offsets)."""
+    from spark_replay.whatif.facts import read_facts
+    from spark_replay.whatif.replay import history_tables, write_counterfactual_log
+
+    shutil.rmtree(work, ignore_errors=True)
+    facts = read_facts(log, scenarios[0].session_timeout_ms)
+    actual = _batches(log)
+    tables = history_tables(log, work / "actual")
+    a_rows, a_rows_off = _rows_by_partition(tables, False), _rows_by_partition(tables, True)
+    names = list(tables)
+
+    def same(x: dict[Any, Any], y: dict[Any, Any], p: Any) -> bool:
+        return all(x.get((n, *p), []) == y.get((n, *p), []) for n in names)
+
+    rows = []
+    for s in scenarios:
+        stats = write_counterfactual_log(facts, s, work / "log")
+        mine = _batches(work / "log")
+        first = next((a[0] for a, b in zip(actual, mine, strict=False) if a != b), None)
+        if first is None and len(actual) != len(mine):
+            first = min(len(actual), len(mine))
+        t = history_tables(work / "log", work / "tables")
+        b_rows, b_rows_off = _rows_by_partition(t, False), _rows_by_partition(t, True)
+        parts = {k[1:] for k in (*a_rows, *b_rows)}
+        rows.append(
+            {
+                "scenario": s.name,
+                "records": stats["records"],
+                "first_differing_offset": first,
+                "partitions": len(parts),
+                "same_rows_but_offsets": sum(same(a_rows, b_rows, p) for p in parts),
+                "same_rows": sum(same(a_rows_off, b_rows_off, p) for p in parts),
+            }
+        )
+        shutil.rmtree(work / "log")
+        shutil.rmtree(work / "tables")
+    shutil.rmtree(work, ignore_errors=True)
+    return {"log": str(log), "last_batch_offset": actual[-1][0], "scenarios": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -124,6 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--work", default="/tmp/kraft-replay-bench", help="cache of generated logs")
+    ap.add_argument(
+        "--divergence",
+        action="store_true",
+        help="instead of timing: per scenario (one process, no Spark) the first offset "
+        "where its log differs from the actual one and how many partitions keep the "
+        "actual history rows (what sharing work between scenarios could save)",
+    )
     args = ap.parse_args(argv)
 
     from spark_replay.cli import run_job
@@ -141,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     grid.write_text(json.dumps(GRID))
     scenarios = build_scenarios([], grid=grid)
     out = work / "whatif-out"
+    if args.divergence:
+        print(json.dumps(divergence(data, scenarios, out / "divergence"), indent=1))
+        return 0
     t = time.perf_counter()
     spark = build_session(args.master, app_name="whatif-bench", progress=False)
     startup = time.perf_counter() - t
