@@ -10,6 +10,17 @@ quorum elected a new leader (issue 26). Here each `step()` replays at most
 (QuorumController.replay_in_steps), and the shell lets the loop run between
 steps (`drain`), so fetches, votes and heartbeats are served meanwhile.
 
+A standby staging an open transaction's records (not applying its end) waits
+after each slice about as long as the slice took (`STAGING_PAUSE`), until it is
+STAGING_BACKLOG batches behind the commit: the commit of a large change waits
+for the leader generating it and the followers' log appends, not for their
+staging. The three controllers of a 2-core machine shared it evenly (~0.6 core
+each, /proc sampled every 0.1 s), so at 2M partitions the leader generated 4.9 s
+of CPU (fence_apply_bench) in about 10 s; with the pause it had ~0.9 core until
+the standbys were 16 batches behind, and the fence committed in 8.9 s instead of
+10.5 s (docs/big-fence.md). The staging deferred (at most 16 batches, ~0.8 s of
+a standby's CPU) is done after the commit.
+
 Until `idle`, the controller's image is mid-change: nothing else may replay into
 it, and readers wait (the shells check `idle`).
 
@@ -24,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 
@@ -37,6 +49,11 @@ REPLAY_CHUNK = 2048
 # write); with one iteration a slice, each fetch waited for four slices, and at
 # 80 ms a slice the followers' fetch timeout passed on a healthy leader.
 IO_TURNS = 4
+# A standby staging an open transaction waits this share of each slice's time
+# after it, unless more than STAGING_BACKLOG committed batches wait (it catches
+# up then: the deferred work, and the standby's applied time, stay bounded).
+STAGING_PAUSE = 1.0
+STAGING_BACKLOG = 16
 
 Records = Sequence[Record] | Callable[[], Sequence[Record]]
 
@@ -47,11 +64,21 @@ class ChunkedReplay:
     Records may be given as a function returning them (a committed batch decodes
     only when its turn comes). Pure: no I/O, no clock, no loop."""
 
-    def __init__(self, controller: QuorumController, chunk: int = REPLAY_CHUNK) -> None:
+    def __init__(
+        self,
+        controller: QuorumController,
+        chunk: int = REPLAY_CHUNK,
+        staging_pause: float = STAGING_PAUSE,
+        staging_backlog: int = STAGING_BACKLOG,
+    ) -> None:
         if chunk < 1:
             raise ValueError(f"chunk must be >= 1, got {chunk}")
+        if staging_pause < 0:
+            raise ValueError(f"staging_pause must be >= 0, got {staging_pause}")
         self.controller = controller
         self.chunk = chunk
+        self.staging_pause = staging_pause
+        self.staging_backlog = staging_backlog
         self._queue: deque[tuple[int, Records, int, int]] = deque()  # + the last offset
         self._steps: Iterator[int] | None = None
         self._steps_last = -1  # the last offset of the batch in progress
@@ -71,6 +98,16 @@ class ChunkedReplay:
             return
         self.last_offset = base_offset + count - 1
         self._queue.append((base_offset, records, append_time_ms, self.last_offset))
+
+    @property
+    def staging(self) -> bool:
+        """The last step queued (and staged) records of an open transaction, and
+        no more than `staging_backlog` batches wait: work that may wait for the
+        commit of the rest (not the end of a transaction, nor a backlog)."""
+        image = self.controller.image
+        return (
+            image.in_transaction and not image.applying and len(self._queue) <= self.staging_backlog
+        )
 
     def step(self) -> bool:
         """Replay the next slice; True when nothing is left."""
@@ -100,9 +137,18 @@ class ChunkedReplay:
             self._queue.popleft()
 
     async def drain(self) -> None:
-        """Replay everything queued, letting the event loop run between slices."""
-        while not self.step():
-            await io_turns()
+        """Replay everything queued, letting the event loop run between slices; a
+        slice staging an open transaction is followed by a pause of `staging_pause`
+        times its duration (the loop runs meanwhile: fetches, votes)."""
+        clock = time.perf_counter
+        while True:
+            started = clock()
+            if self.step():
+                return
+            if self.staging_pause > 0 and self.staging:
+                await asyncio.sleep((clock() - started) * self.staging_pause)
+            else:
+                await io_turns()
 
 
 async def io_turns() -> None:

@@ -170,6 +170,79 @@ def test_chunked_replay_drops_what_a_snapshot_covers() -> None:
     assert r.idle
 
 
+def standby_batches(
+    h: Harness, broker: int
+) -> tuple[QuorumController, list[tuple[int, list[Any]]]]:
+    """A standby copy of `h`'s controller and `broker`'s fence as committed batches
+    (a transaction of several), each (base offset, records)."""
+    c = QuorumController(h.config, random.Random(1))
+    c.replay_batch(0, [r for _, r in h.log])
+    plan = to_batches(fence_records(h, broker, 500), 512)
+    out, off = [], len(h.log)
+    for b in plan.batches:
+        out.append((off, plan.records[off - len(h.log) : off - len(h.log) + b.record_count]))
+        off += b.record_count
+    assert len(out) > 4 and type(out[-1][1][-1]) is EndTransactionRecord
+    return c, out
+
+
+def test_staging_is_an_open_transaction_within_the_backlog() -> None:
+    """`staging` (the standby may pause after the slice): records of an open
+    transaction queued, at most `staging_backlog` batches waiting; not a backlog,
+    nor the end's slices, nor anything outside a transaction."""
+    h = cluster(120)
+    c, batches = standby_batches(h, 2)
+    r = ChunkedReplay(c, 8, staging_backlog=2)
+    assert not r.staging  # no transaction yet
+    *body, (end_base, end_recs) = batches
+    seen = []
+    for base, recs in body:
+        r.add(base, recs, 0, len(recs))
+    for _ in range(3):  # a backlog: every batch but one waits
+        r.step()
+        seen.append(r.staging)
+    while len(r) > 1:
+        r.step()
+    r.step()
+    seen.append(r.staging)  # caught up, the transaction open
+    assert seen[0] is False and seen[-1] is True and c.image.in_transaction
+    r.add(end_base, end_recs, 0, len(end_recs))
+    applying = []
+    while not r.step():
+        applying.append((c.image.applying, r.staging))
+    assert (True, False) in applying and all(not s for a, s in applying if a)
+    assert not c.image.in_transaction and not r.staging
+
+
+async def test_a_standby_pauses_only_after_staging_slices(monkeypatch) -> None:
+    """drain: after a slice staging an open transaction, a pause of about the
+    slice's time; after the end's slices only the loop's turns (sleep(0))."""
+    from kraft.server import chunked_replay
+
+    h = cluster(120)
+    c, batches = standby_batches(h, 3)
+    real_sleep = asyncio.sleep
+    pauses: list[tuple[float, bool]] = []
+
+    async def sleep(delay: float) -> None:
+        pauses.append((delay, c.image.applying))
+        await real_sleep(0)
+
+    monkeypatch.setattr(chunked_replay.asyncio, "sleep", sleep)
+    r = ChunkedReplay(c, 8)
+    for base, recs in batches:
+        r.add(base, recs, 0, len(recs))
+    await r.drain()
+    assert r.idle and not c.image.in_transaction
+    staged = [d for d, applying in pauses if d > 0]
+    assert staged and all(not applying for d, applying in pauses if d > 0)
+    assert any(applying and d == 0 for d, applying in pauses)  # the end: turns only
+    r0 = ChunkedReplay(c, 8, staging_pause=0)
+    assert r0.staging_pause == 0
+    with pytest.raises(ValueError, match="staging_pause"):
+        ChunkedReplay(c, 8, staging_pause=-1)
+
+
 def hb_req(h: Harness, b: int, **kw: Any) -> BrokerHeartbeatRequest:
     return BrokerHeartbeatRequest(
         b,
