@@ -62,7 +62,8 @@ class ChunkedReplay:
     """A queue of (base offset, records, append time) replayed `chunk` records a step.
 
     Records may be given as a function returning them (a committed batch decodes
-    only when its turn comes). Pure: no I/O, no clock, no loop."""
+    only when its turn comes). Pure but for `drain`, the shells' loop over `step`
+    (asyncio, and a clock for the staging pause)."""
 
     def __init__(
         self,
