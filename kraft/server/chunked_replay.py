@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 
@@ -63,7 +62,7 @@ class ChunkedReplay:
 
     Records may be given as a function returning them (a committed batch decodes
     only when its turn comes). Pure but for `drain`, the shells' loop over `step`
-    (asyncio, and a clock for the staging pause)."""
+    (asyncio, and the loop's clock for the staging pause)."""
 
     def __init__(
         self,
@@ -140,14 +139,17 @@ class ChunkedReplay:
     async def drain(self) -> None:
         """Replay everything queued, letting the event loop run between slices; a
         slice staging an open transaction is followed by a pause of `staging_pause`
-        times its duration (the loop runs meanwhile: fetches, votes)."""
-        clock = time.perf_counter
+        times its duration (the loop runs meanwhile: fetches, votes). Timed by the
+        loop's clock: the simulator's (tests/dsim) stands still while a slice runs,
+        so there no pause is taken and its runs stay deterministic."""
+        clock = asyncio.get_running_loop().time
         while True:
             started = clock()
             if self.step():
                 return
-            if self.staging_pause > 0 and self.staging:
-                await asyncio.sleep((clock() - started) * self.staging_pause)
+            pause = (clock() - started) * self.staging_pause
+            if pause > 0 and self.staging:
+                await asyncio.sleep(pause)
             else:
                 await io_turns()
 
