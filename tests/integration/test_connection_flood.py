@@ -1,6 +1,6 @@
 """Nobody is locked out by connections alone (issue 25 item 5), end to end: 5,000
 half-open connections from 127.0.0.2-127.0.0.9 against the active controller of 3
-real controllers with 3 broker agents, 60 s in plaintext and 20 s in TLS (the
+real controllers with 3 broker agents, for 60 s in plaintext and again in TLS (the
 scenario is tests/integration/flood_scenario.py; security_bench --flood runs it
 for 5 minutes). Meanwhile `kraft topics create` and an admin request from a
 non-voter host succeed within 5 s, a SIGKILLed follower controller rejoins and
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 CONNECTIONS = 5000
 
 
-@pytest.mark.parametrize(("secure", "seconds"), [(False, 60), (True, 20)], ids=["plaintext", "tls"])
+@pytest.mark.parametrize(("secure", "seconds"), [(False, 60), (True, 60)], ids=["plaintext", "tls"])
 def test_a_connection_flood_locks_nobody_out(tmp_path: Path, secure: bool, seconds: float) -> None:
     # the flood's sockets, plus the controller's side of what it admits (2,512)
     limit = raise_open_files(CONNECTIONS + 3000)
