@@ -179,6 +179,20 @@ def _cases(tmp: Path, target: str) -> dict[str, Case]:
             ),
             timeout_s=240.0,
         ),
+        "replay_profile": Case(
+            (
+                "--log-dir",
+                str(REPO / "tests" / "fixtures" / "whatif" / "demo-log"),
+                "--out",
+                str(tmp / "profile"),
+                "--master",
+                "local[1]",
+                "--runs",
+                "1",
+            ),  # fmt: skip
+            ("wall_s", "driver_cpu_s", "jvm_cpu_s", "driver_by_function", "timings"),
+            timeout_s=240.0,
+        ),
         "whatif_bench": Case(
             (
                 "--records",
