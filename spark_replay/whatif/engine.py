@@ -66,6 +66,7 @@ from spark_replay.whatif.scenario import MIN_ISR, UNCLEAN, Scenario
 
 CLUSTER_ID = "what-if"
 MEMO_RECORDS = 1 << 18  # encoded partition changes kept (bounded memory)
+MEMO_DECISIONS = 1 << 19  # AlterPartition answers kept (~200 MB at most)
 NODE_ID = 3000
 
 
@@ -100,6 +101,10 @@ class Engine:
     # (`run`, `_write_result`): the general path's batches, byte for byte
     # (tests/unit/whatif/test_identity.py compares them with this off).
     DIRECT_PATHS = True
+    # AlterPartition answers memoized by everything they depend on
+    # (`_alter_memoized`): the same batches as asking the controller each time
+    # (tests/unit/whatif/test_identity.py compares them with this off).
+    MEMO_DECISIONS = True
 
     def __init__(
         self,
@@ -147,6 +152,10 @@ class Engine:
             for r in b.records
         )
         self._written_offsets: list[int] = []
+        # Nothing is due on the session timer or the retries before this time
+        # (advance found so), as long as only lone AlterPartitions run: their
+        # records are partition changes, which leave the timer as it was.
+        self._quiet_until = -1
 
     # ---------------------------------------------------------------- writing
 
@@ -308,6 +317,7 @@ class Engine:
             if due is not None and (nxt is None or due <= nxt):
                 nxt = due
             if nxt is None or nxt > stop:
+                self._quiet_until = _NEVER if nxt is None else nxt
                 return
             self.now = max(self.now, nxt)
             if nxt == due:
@@ -348,7 +358,8 @@ class Engine:
                 # nine units in ten: one leader's AlterPartition, alone in its
                 # batch (what the general path below does for it, without the
                 # scans for fences, failovers and group commits)
-                self.advance(unit.time_ms, inclusive=False)
+                if unit.time_ms > self._quiet_until:
+                    self.advance(unit.time_ms, inclusive=False)
                 if unit.time_ms > self.now:
                     self.now = unit.time_ms
                 self.epoch = unit.batches[0].leader_epoch
@@ -357,6 +368,7 @@ class Engine:
                 else:
                     self.stats.skipped["no active controller"] += 1
                 continue
+            self._quiet_until = -1  # anything may change the timer below
             fence_here = any(type(c) is F.FenceMark for c in unit.commands)
             self.advance(unit.time_ms, inclusive=fence_here)
             self.now = max(self.now, unit.time_ms)
@@ -636,17 +648,43 @@ class Engine:
         if leader is None:
             self.stats.skipped["ISR change without a leader"] += 1
             return
-        req = AlterPartitionRequest(
-            broker_id=p.leader,
-            broker_epoch=leader.broker_epoch,
-            topic_id=topic_id,
-            partition_id=partition_id,
-            leader_epoch=p.leader_epoch,
-            partition_epoch=p.partition_epoch,
-            new_isr_with_epochs=tuple([IsrMember(r, _epoch(brokers.get(r))) for r in target]),
-            leader_recovery_state=recovery,
-        )
+        if self.MEMO_DECISIONS:
+            self._alter_memoized(topic_id, partition_id, target, recovery, p)
+            return
+        req = leader_request(self.ctl, topic_id, partition_id, target, recovery, p)
         self._run("alter_partition", lambda: self.ctl.alter_partition(req, self.now))
+
+    def _alter_memoized(
+        self, topic_id: str, partition_id: int, target: tuple[int, ...], recovery: int, p: Any
+    ) -> None:
+        """`_send_isr`'s AlterPartition through the decision memo: the controller
+        is asked only for a key it has not answered (in this process, under any
+        scenario). The key holds everything `alter_partition` reads for a
+        request the engine builds (the current broker and partition epochs, so
+        the epoch checks pass): the partition's fields but its epochs, the
+        target, whether each replica may join or lead (unfenced and not shutting
+        down), the topic's effective min ISR and the ELR feature. Its answer, a
+        record or a refusal, is a function of them."""
+        ctl = self.ctl
+        key = decision_key(ctl, topic_id, partition_id, target, recovery, p)
+        memo = _DECISIONS
+        answer = memo.get(key)
+        if answer is None:
+            req = leader_request(self.ctl, topic_id, partition_id, target, recovery, p)
+            try:
+                answer = ctl.alter_partition(req, self.now).records
+            except ApiError as e:
+                answer = e.code
+            if len(memo) >= MEMO_DECISIONS:
+                memo.clear()
+            memo[key] = answer
+        else:
+            ctl.now_ms = self.now  # what alter_partition sets, hit or not
+        self.stats.commands += 1
+        if type(answer) is str:
+            self.stats.refused[f"alter_partition: {answer}"] += 1
+        elif answer:
+            self._write_result(ControllerResult(answer))
 
     def _elect(self, cmd: F.AdminElect) -> None:
         """Each election through elect_leaders; written as one result, as the
@@ -699,6 +737,80 @@ class Engine:
         )
 
 
+_NEVER = 1 << 62  # nothing is due: no session to watch, no retry
+
+# The decision memo of `_alter_memoized`: one per process, shared by the
+# scenarios a Spark worker runs (their partitions keep meeting the same states).
+# A value is the records the controller wrote, or the error code it refused with.
+_DECISIONS: dict[tuple[Any, ...], tuple[MetadataRecord, ...] | str] = {}
+
+
+def leader_request(
+    ctl: QuorumController,
+    topic_id: str,
+    partition_id: int,
+    target: tuple[int, ...],
+    recovery: int,
+    p: Any,
+) -> AlterPartitionRequest:
+    """Partition `p`'s leader's AlterPartition asking for `target`, with the
+    current broker and partition epochs (a leader that heard of every change)."""
+    brokers = ctl.image.brokers
+    return AlterPartitionRequest(
+        broker_id=p.leader,
+        broker_epoch=brokers[p.leader].broker_epoch,
+        topic_id=topic_id,
+        partition_id=partition_id,
+        leader_epoch=p.leader_epoch,
+        partition_epoch=p.partition_epoch,
+        new_isr_with_epochs=tuple([IsrMember(r, _epoch(brokers.get(r))) for r in target]),
+        leader_recovery_state=recovery,
+    )
+
+
+def decision_key(
+    ctl: QuorumController,
+    topic_id: str,
+    partition_id: int,
+    target: tuple[int, ...],
+    recovery: int,
+    p: Any,
+) -> tuple[Any, ...]:
+    """What `alter_partition` reads to answer the request `_send_isr` builds for
+    partition `p` (asking for `target` and `recovery`, with the current broker
+    and partition epochs): the partition's fields but its epochs, whether each
+    replica may join or lead (unfenced and not shutting down), the topic's
+    effective min ISR and the ELR feature."""
+    brokers = ctl.image.brokers
+    ok = 0
+    for r in p.replicas:
+        reg = brokers.get(r)
+        ok = (ok << 1) | (reg is not None and not reg.fenced and not reg.in_controlled_shutdown)
+    return (
+        topic_id,
+        partition_id,
+        p.replicas,
+        p.isr,
+        p.leader,
+        p.elr,
+        p.last_known_elr,
+        p.leader_recovery_state,
+        p.adding_replicas,
+        p.removing_replicas,
+        target,
+        recovery,
+        ok,
+        ctl.min_isr(ctl.image.topics[topic_id]),
+        ctl.elr_enabled(),
+    )
+
+
+def forget_decisions() -> None:
+    """Empty the decision memo: a job starts with none (its figures do not
+    depend on the jobs a Spark worker ran before)."""
+    _DECISIONS.clear()
+
+
 def _epoch(reg: Any) -> int:
     return -1 if reg is None else reg.broker_epoch
 
@@ -719,4 +831,12 @@ def run_scenario(
     return Engine(facts, scenario, sink, max_batch_bytes).run()
 
 
-__all__ = ["BatchSink", "Engine", "EngineStats", "run_scenario"]
+__all__ = [
+    "BatchSink",
+    "Engine",
+    "EngineStats",
+    "decision_key",
+    "forget_decisions",
+    "leader_request",
+    "run_scenario",
+]

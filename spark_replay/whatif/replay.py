@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from spark_replay.generator import METADATA_DIR, SegmentWriter
-from spark_replay.whatif.engine import run_scenario
+from spark_replay.whatif.engine import forget_decisions, run_scenario
 from spark_replay.whatif.facts import Facts
 from spark_replay.whatif.scenario import Scenario
 
@@ -116,6 +116,7 @@ def load_facts(path: str | Path) -> Facts:
         if _LOADED:
             _LOADED.clear()
             gc.unfreeze()  # the previous job's facts: collectable again
+        forget_decisions()  # a new job: no answers of an earlier one
         was_enabled = gc.isenabled()
         gc.disable()
         try:

@@ -10,6 +10,7 @@ row. No row is pinned as unrecoverable for these stories.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,10 +54,23 @@ def test_the_engines_direct_paths_write_the_general_paths_batches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A lone AlterPartition unit and a one-record result take a direct path in
-    the engine: under scenarios that change what the controller decides (so the
-    partitions' results differ from the log's), the counterfactual log is the
-    one the general path writes, byte for byte, with the same stats."""
-    from spark_replay.whatif.engine import Engine, run_scenario
+    the engine, and AlterPartition answers come from the decision memo (shared
+    by the scenarios of a process): under scenarios that change what the
+    controller decides (so the partitions' results differ from the log's), the
+    counterfactual log is the one the general path writes asking the
+    controller every time, byte for byte, with the same stats."""
+    from kraft.controller.quorum_controller import QuorumController
+    from spark_replay.whatif.engine import Engine, forget_decisions, run_scenario
+
+    asked = [0]
+    alter_partition = QuorumController.alter_partition
+
+    def counted(self: QuorumController, *args: Any) -> Any:
+        asked[0] += 1
+        return alter_partition(self, *args)
+
+    monkeypatch.setattr(QuorumController, "alter_partition", counted)
+    forget_decisions()
 
     class Sink:
         def __init__(self) -> None:
@@ -73,17 +87,74 @@ def test_the_engines_direct_paths_write_the_general_paths_batches(
     scenarios = [build_scenarios([s])[1] for s in sets]
     scenarios.append(build_scenarios(["replica.placement=rack-unaware"])[1])
     logs = []
+    calls = {True: 0, False: 0}  # the controller's AlterPartitions, memo on / off
     for scenario in [*build_scenarios([])[:1], *scenarios]:
         runs = []
-        for direct in (True, False):
+        for direct, memo in ((True, True), (False, False), (True, False)):
             monkeypatch.setattr(Engine, "DIRECT_PATHS", direct)
+            monkeypatch.setattr(Engine, "MEMO_DECISIONS", memo)
             sink = Sink()
+            before = asked[0]
             stats = run_scenario(facts, scenario, sink)
+            if direct:
+                calls[memo] += asked[0] - before
             runs.append((sink.batches, stats.to_dict()))
-        assert runs[0] == runs[1], scenario.name
+        assert runs[0] == runs[1] == runs[2], scenario.name
         assert len(runs[0][0]) > 500
         logs.append(runs[0][0])
     assert all(other != logs[0] for other in logs[1:])  # each scenario decided otherwise
+    # the memo answered most of them (the same states recur, within a scenario and across)
+    assert 0 < calls[True] < calls[False] / 2, calls
+
+
+def test_the_decision_memo_answers_as_the_controller_does_under_every_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One memo serves every scenario a process runs: scenarios that set what an
+    AlterPartition's answer depends on (ELR and min ISR, controlled shutdown,
+    the session, placement) run one after another on it, and each writes the
+    batches it writes asking the controller every time."""
+    from spark_replay.whatif.engine import Engine, forget_decisions, run_scenario
+
+    class Sink:
+        def __init__(self) -> None:
+            self.next_offset, self.batches = 0, []
+
+        def append(self, batch: bytes, record_count: int) -> None:
+            self.batches.append(batch)
+            self.next_offset += record_count
+
+    log = tmp_path / "data"
+    generate(
+        log,
+        scaled_config(6000, 11, crash_rate=0.03, shutdown_rate=0.03, isr_shrink_rate=0.1),
+    )
+    facts = read_facts(log, 9000)
+    elr = "eligible.leader.replicas.enable"
+    sets = [
+        [],
+        [f"{elr}=true", "min.insync.replicas=2"],
+        [f"{elr}=true", "min.insync.replicas=3"],
+        [f"{elr}=true", "min.insync.replicas=1"],
+        [f"{elr}=false", "min.insync.replicas=2"],
+        ["controlled.shutdown.enable=false"],
+        ["broker.session.timeout.ms=20000"],
+        ["unclean.leader.election.enable=true", "broker.session.timeout.ms=3000"],
+        ["replica.placement=rack-unaware"],
+    ]
+    scenarios = [build_scenarios(x)[-1] for x in sets]
+    runs: dict[bool, list[Any]] = {}
+    for memo in (False, True):
+        monkeypatch.setattr(Engine, "MEMO_DECISIONS", memo)
+        forget_decisions()
+        runs[memo] = []
+        for scenario in scenarios:
+            sink = Sink()
+            stats = run_scenario(facts, scenario, sink)
+            runs[memo].append((scenario.name, sink.batches, stats.to_dict()))
+    for asked, memoized in zip(runs[False], runs[True], strict=True):
+        assert asked == memoized, asked[0]
+    assert len({len(r[1]) for r in runs[False]}) > 4  # the settings decided otherwise
 
 
 def test_same_log_compares_every_byte_wherever_the_segments_are_cut(tmp_path: Path) -> None:
