@@ -50,6 +50,17 @@ def test_in_force_replay_of_a_seeded_story_rewrites_its_log_and_tables(
     assert same_log(tmp_path / "w" / "log", log)
 
 
+class ListSink:
+    """The engine's batches in a list (a BatchSink)."""
+
+    def __init__(self) -> None:
+        self.next_offset, self.batches = 0, []
+
+    def append(self, batch: bytes, record_count: int) -> None:
+        self.batches.append(batch)
+        self.next_offset += record_count
+
+
 def test_the_engines_direct_paths_write_the_general_paths_batches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -72,14 +83,6 @@ def test_the_engines_direct_paths_write_the_general_paths_batches(
     monkeypatch.setattr(QuorumController, "alter_partition", counted)
     forget_decisions()
 
-    class Sink:
-        def __init__(self) -> None:
-            self.next_offset, self.batches = 0, []
-
-        def append(self, batch: bytes, record_count: int) -> None:
-            self.batches.append(batch)
-            self.next_offset += record_count
-
     log = tmp_path / "data"
     generate(log, scaled_config(3000, 7, failover_rate=0.02, admin_rate=0.05))
     facts = read_facts(log, 9000)
@@ -93,7 +96,7 @@ def test_the_engines_direct_paths_write_the_general_paths_batches(
         for direct, memo in ((True, True), (False, False), (True, False)):
             monkeypatch.setattr(Engine, "DIRECT_PATHS", direct)
             monkeypatch.setattr(Engine, "MEMO_DECISIONS", memo)
-            sink = Sink()
+            sink = ListSink()
             before = asked[0]
             stats = run_scenario(facts, scenario, sink)
             if direct:
@@ -115,14 +118,6 @@ def test_the_decision_memo_answers_as_the_controller_does_under_every_setting(
     the session, placement) run one after another on it, and each writes the
     batches it writes asking the controller every time."""
     from spark_replay.whatif.engine import Engine, forget_decisions, run_scenario
-
-    class Sink:
-        def __init__(self) -> None:
-            self.next_offset, self.batches = 0, []
-
-        def append(self, batch: bytes, record_count: int) -> None:
-            self.batches.append(batch)
-            self.next_offset += record_count
 
     log = tmp_path / "data"
     generate(
@@ -149,7 +144,7 @@ def test_the_decision_memo_answers_as_the_controller_does_under_every_setting(
         forget_decisions()
         runs[memo] = []
         for scenario in scenarios:
-            sink = Sink()
+            sink = ListSink()
             stats = run_scenario(facts, scenario, sink)
             runs[memo].append((scenario.name, sink.batches, stats.to_dict()))
     for asked, memoized in zip(runs[False], runs[True], strict=True):
