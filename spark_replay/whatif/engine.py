@@ -658,19 +658,15 @@ class Engine:
         self, topic_id: str, partition_id: int, target: tuple[int, ...], recovery: int, p: Any
     ) -> None:
         """`_send_isr`'s AlterPartition through the decision memo: the controller
-        is asked only for a key it has not answered (in this process, under any
-        scenario). The key holds everything `alter_partition` reads for a
-        request the engine builds (the current broker and partition epochs, so
-        the epoch checks pass): the partition's fields but its epochs, the
-        target, whether each replica may join or lead (unfenced and not shutting
-        down), the topic's effective min ISR and the ELR feature. Its answer, a
-        record or a refusal, is a function of them."""
+        is asked only for a `decision_key` it has not answered yet (in this
+        process, under any scenario); its answer, records or a refusal, is a
+        function of the key."""
         ctl = self.ctl
         key = decision_key(ctl, topic_id, partition_id, target, recovery, p)
         memo = _DECISIONS
         answer = memo.get(key)
         if answer is None:
-            req = leader_request(self.ctl, topic_id, partition_id, target, recovery, p)
+            req = leader_request(ctl, topic_id, partition_id, target, recovery, p)
             try:
                 answer = ctl.alter_partition(req, self.now).records
             except ApiError as e:
