@@ -351,10 +351,16 @@ class Engine:
     # ---------------------------------------------------------------- units
 
     def run(self) -> EngineStats:
-        alter_isr = F.AlterIsr if self.DIRECT_PATHS else None
+        direct = self.DIRECT_PATHS
+        isr_unit = F.IsrUnit
         for unit in self.facts.units:
-            cmds = unit.commands
-            if len(cmds) == 1 and type(cmds[0]) is alter_isr and not unit.copy:
+            lone: F.AlterIsr | F.IsrUnit | None = None
+            if direct:
+                if type(unit) is isr_unit:
+                    lone = unit  # its own command
+                elif len(unit.commands) == 1 and not unit.copy:
+                    lone = unit.commands[0] if type(unit.commands[0]) is F.AlterIsr else None
+            if lone is not None:
                 # nine units in ten: one leader's AlterPartition, alone in its
                 # batch (what the general path below does for it, without the
                 # scans for fences, failovers and group commits)
@@ -362,9 +368,9 @@ class Engine:
                     self.advance(unit.time_ms, inclusive=False)
                 if unit.time_ms > self.now:
                     self.now = unit.time_ms
-                self.epoch = unit.batches[0].leader_epoch
+                self.epoch = unit.leader_epoch if lone is unit else unit.batches[0].leader_epoch
                 if self.ctl.active:
-                    self._alter_isr(cmds[0])
+                    self._alter_isr(lone)
                 else:
                     self.stats.skipped["no active controller"] += 1
                 continue
@@ -591,7 +597,7 @@ class Engine:
         req = AlterConfigsRequest(cmd.name, configs)
         self._run("alter_configs", lambda: self.ctl.alter_configs(req, self.now))
 
-    def _alter_isr(self, cmd: F.AlterIsr) -> None:
+    def _alter_isr(self, cmd: F.AlterIsr | F.IsrUnit) -> None:
         image = self.ctl.image
         topic = image.topics.get(cmd.topic_id)
         p = None if topic is None else topic.partitions.get(cmd.partition_id)

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kraft.controller.batching import DEFAULT_MAX_BATCH_BYTES
 from metadata_log.batch import decode_records, iter_headers
@@ -226,6 +226,35 @@ class Unit:
     unexplained: int = 0
 
 
+class IsrUnit(NamedTuple):
+    """A batch that holds one leader's AlterPartition and nothing else: nine
+    units in ten. The same unit as `Unit(offset, time_ms, False, (Batch(offset,
+    leader_epoch, time_ms, False, ()),), (AlterIsr(...),))`, which `batches` and
+    `commands` give back, kept as one tuple: a 1M-record log's facts pickle in
+    a third of the time and load in a quarter (plain tuples have no Python-level
+    reduce), and the engine passes it as its own AlterIsr command."""
+
+    offset: int
+    time_ms: int
+    leader_epoch: int
+    topic_id: str
+    partition_id: int
+    old_isr: tuple[int, ...]
+    new_isr: tuple[int, ...]
+    leader_recovery_state: int  # -1 unchanged
+
+    copy = False
+    unexplained = 0
+
+    @property
+    def batches(self) -> tuple[Batch, ...]:
+        return (Batch(self.offset, self.leader_epoch, self.time_ms, False, ()),)
+
+    @property
+    def commands(self) -> tuple[Command, ...]:
+        return (AlterIsr(*self[3:]),)
+
+
 # ----------------------------------------------------------------------------- liveness
 
 
@@ -299,7 +328,7 @@ class Liveness:
 
 @dataclass
 class Facts:
-    units: list[Unit]
+    units: list[Unit | IsrUnit]
     liveness: Liveness
     first_time_ms: int
     last_time_ms: int
@@ -311,7 +340,7 @@ class Facts:
 
     @property
     def command_count(self) -> int:
-        return sum(len(u.commands) for u in self.units)
+        return sum(1 if type(u) is IsrUnit else len(u.commands) for u in self.units)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -401,7 +430,7 @@ def _read_facts(log_dir: str | Path, session_timeout_ms: int) -> Facts:
     max_batch = max(size for _, size in read) if fate else DEFAULT_MAX_BATCH_BYTES
     image = MetadataImage()
     live = Liveness(session_timeout_ms)
-    units: list[Unit] = []
+    units: list[Unit | IsrUnit] = []
     racks: dict[int, str | None] = {}
     pending: list[Batch] = []  # batches of a committed transaction so far
     aborted = False  # inside a transaction that never applies
@@ -449,6 +478,27 @@ def _read_facts(log_dir: str | Path, session_timeout_ms: int) -> Facts:
             cmds, unexplained = _commands(
                 records, image, head.time_ms, live, shutting, racks, shutting_done
             )
+            if (
+                len(cmds) == 1
+                and type(cmds[0]) is AlterIsr
+                and len(unit_batches) == 1
+                and not unexplained
+            ):
+                c = cmds[0]
+                units.append(
+                    IsrUnit(
+                        head.base_offset,
+                        head.time_ms,
+                        head.leader_epoch,
+                        c.topic_id,
+                        c.partition_id,
+                        c.old_isr,
+                        c.new_isr,
+                        c.leader_recovery_state,
+                    )
+                )
+                replay(unit_batches)
+                continue
             units.append(
                 Unit(
                     head.base_offset,

@@ -97,6 +97,13 @@ def test_a_log_turns_back_into_its_commands(tmp_path: Path) -> None:
     ]
     [fence] = [u for u in facts.units if any(type(c) is F.FenceMark for c in u.commands)]
     assert facts.liveness.silent_since(1, fence.time_ms, cs=True) == fence.time_ms - 9000
+    # the leader's AlterPartition, alone in its batch: the compact unit, which
+    # gives back the batch's shape and the command the full form holds
+    [isr] = [u for u in facts.units if type(u) is F.IsrUnit]
+    [batch] = isr.batches
+    assert (batch.base_offset, batch.time_ms, batch.records) == (isr.offset, isr.time_ms, ())
+    assert isr.commands == (F.AlterIsr(tid, 0, (1, 2), (1,), -1),)
+    assert not isr.copy and not isr.unexplained and facts.command_count == len(kinds)
 
 
 def test_facts_survive_the_pickle_the_workers_load(tmp_path: Path) -> None:
