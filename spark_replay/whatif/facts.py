@@ -497,22 +497,21 @@ def _read_facts(log_dir: str | Path, session_timeout_ms: int) -> Facts:
                         c.leader_recovery_state,
                     )
                 )
-                replay(unit_batches)
-                continue
-            units.append(
-                Unit(
-                    head.base_offset,
-                    head.time_ms,
-                    False,
-                    # the commands stand for the records: keep the batches' shape only
-                    tuple(
-                        Batch(b.base_offset, b.leader_epoch, b.time_ms, b.control, ())
-                        for b in unit_batches
-                    ),
-                    cmds,
-                    unexplained,
+            else:
+                units.append(
+                    Unit(
+                        head.base_offset,
+                        head.time_ms,
+                        False,
+                        # the commands stand for the records: keep the batches' shape only
+                        tuple(
+                            Batch(b.base_offset, b.leader_epoch, b.time_ms, b.control, ())
+                            for b in unit_batches
+                        ),
+                        cmds,
+                        unexplained,
+                    )
                 )
-            )
         replay(unit_batches)
     last = batches[-1]
     return Facts(
