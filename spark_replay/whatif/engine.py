@@ -786,8 +786,7 @@ def decision_key(
     brokers = ctl.image.brokers
     ok = 0
     for r in p.replicas:
-        reg = brokers.get(r)
-        ok = (ok << 1) | (reg is not None and not reg.fenced and not reg.in_controlled_shutdown)
+        ok = (ok << 1) | _can_join(brokers.get(r))
     return (
         topic_id,
         partition_id,
