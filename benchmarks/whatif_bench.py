@@ -19,11 +19,21 @@ Usage::
 `--divergence` times nothing: per scenario of the grid (one process, no Spark)
 it prints where its log first differs from the actual one and how many
 partitions keep the actual history rows (docs/what-if.md, Cost).
+
+`--floor` measures what no engine can skip (docs/what-if.md, "The floor"): the
+plain replay in Spark as above, then in one process, per scenario, the CPU of
+the engine, of the controller's replay of the records it wrote (the least any
+engine that keeps the controller's state pays: only replay changes it), of its
+two tables by the shared rules, and of the same tables built from the
+records' objects instead of the log's bytes (checked equal); the facts' read
+and pickle. From these, the least CPU the grid can take and its ratio on
+`--slots` cores, each at its measured floor.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -192,6 +202,242 @@ def divergence(log: Path, scenarios: list[Any], work: Path) -> dict[str, Any]:
     return {"log": str(log), "last_batch_offset": actual[-1][0], "scenarios": rows}
 
 
+def _cpu(fn: Any, *args: Any) -> tuple[float, Any]:
+    gc.collect()
+    t = time.process_time()
+    result = fn(*args)
+    return time.process_time() - t, result
+
+
+def _decoded(log: Path) -> list[Any]:
+    """The log's batches as record objects (untimed: the engine has its records)."""
+    from metadata_log.replay import iter_file_batches, metadata_dir, segment_files
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return [
+            b
+            for _, path in segment_files(metadata_dir(log))
+            for b in iter_file_batches(path, allow_torn_tail=False)
+        ]
+    finally:
+        if was:
+            gc.enable()
+
+
+def controller_replay(batches: list[Any]) -> None:
+    """An active controller replays the batches (its image, its indexes, its
+    session timer), as the engine's controller does after each decision."""
+    import random
+
+    from kraft.controller.quorum_controller import ControllerConfig, QuorumController
+
+    ctl = QuorumController(
+        ControllerConfig(node_id=3000, controller_ids=frozenset(), cluster_id="floor"),
+        random.Random(0),
+    )
+    ctl.activate(batches[0].append_time_ms if batches else 0)
+    for b in batches:
+        if b.control:
+            continue
+        ctl.replay_batch(b.base_offset, b.records, b.append_time_ms)
+        ctl.on_commit(b.base_offset + len(b.records) - 1)
+
+
+def tables_from_records(batches: list[Any], chunk_rows: int = 250_000) -> dict[str, Any]:
+    """leader_elections and offline_partitions from the records' objects: the
+    decoder's own per-record columns (`decode._EXTRACT`) gathered in a Python
+    loop instead of decoded from bytes, then the shared rules over chunks of
+    rows as over a log's files (`file_events`, `summarize`, the prefix fold,
+    `replay_file`, `close_open`). The floor of building the tables without a
+    log: every record is visited once in Python."""
+    import pyarrow as pa
+
+    from spark_replay import decode as D
+    from spark_replay.segment_replay import (
+        PrefixFold,
+        Txn,
+        close_open,
+        file_events,
+        next_points,
+        replay_file,
+        summarize,
+    )
+    from spark_replay.tables import STATE_TYPES
+
+    state, extract = set(STATE_TYPES), D._EXTRACT
+    none_p, none_b = (None,) * len(D.PARTITION_FIELDS), (None,) * len(D.BROKER_FIELDS)
+    offsets: list[int] = []
+    bases: list[int] = []
+    times: list[int] = []
+    types: list[str] = []
+    pcols: list[tuple[Any, ...]] = []
+    bcols: list[tuple[Any, ...]] = []
+    markers: list[tuple[int, str, int]] = []
+    for b in batches:
+        off = b.base_offset
+        for r in b.records if not b.control else ():
+            name = type(r).__name__
+            if name in state:
+                tid = type(r).TYPE
+                kind = D._KIND.get(tid, 0)
+                offsets.append(off)
+                bases.append(b.base_offset)
+                times.append(b.append_time_ms)
+                types.append(name)
+                pcols.append(extract[kind](tid, r) if kind == 1 else none_p)
+                bcols.append(extract[kind](tid, r) if kind == 2 else none_b)
+            elif name.endswith("TransactionRecord"):
+                markers.append((off, name, b.append_time_ms))
+            off += 1
+    arrays: dict[str, Any] = {
+        "offset": pa.array(offsets, pa.int64()),
+        "base_offset": pa.array(bases, pa.int64()),
+        "append_time_ms": pa.array(times, pa.int64()),
+        "type": pa.array(types, pa.string()),
+    }
+    for rows, fields in ((pcols, D.PARTITION_FIELDS), (bcols, D.BROKER_FIELDS)):
+        for i, f in enumerate(fields):
+            col = [x[i] for x in rows]
+            if pa.types.is_list(f.type):
+                # a few distinct lists: each converted once, then taken
+                seen: dict[Any, int] = {}
+                idx = [seen.setdefault(v, len(seen)) for v in col]
+                lists = pa.array([None if v is None else list(v) for v in seen], f.type)
+                arrays[f.name] = lists.take(pa.array(idx, pa.int32()))
+            else:
+                arrays[f.name] = pa.array(col, f.type)
+    rows_table = pa.Table.from_pydict(arrays)
+    txns, begin = [], None
+    for off, kind, t in sorted(markers):
+        if kind == "BeginTransactionRecord":
+            begin = off
+        elif begin is not None:
+            txns.append(Txn(begin, off, kind == "EndTransactionRecord", t))
+            begin = None
+    # chunks cut between batches and transactions, as a log's files are
+    # (an election's cause is in the events of its batch)
+    n, cuts, at = rows_table.num_rows, [0], 0
+    while at < n:
+        end = min(n, at + chunk_rows)
+        while end < n and (
+            bases[end] == bases[end - 1] or any(t.begin < offsets[end] <= t.end for t in txns)
+        ):
+            end += 1
+        cuts.append(end)
+        at = end
+    events, summaries, names = [], [], {}
+    for a, z in zip(cuts, cuts[1:], strict=False):
+        lo, hi = offsets[a], offsets[z - 1]
+        ev = file_events(
+            rows_table.slice(a, z - a), lo, hi, [t for t in txns if t.begin <= hi and t.end >= lo]
+        )
+        events.append(ev)
+        summaries.append(summarize(ev))
+        names.update(summaries[-1].names)
+    fold, outs = PrefixFold(), []
+    for ev, sm in zip(events, summaries, strict=True):
+        outs.append(replay_file(ev, fold.push(sm), None, names))
+    ends = next_points(summaries, [list(sm.first_event) for sm in summaries])
+    return {
+        "leader_elections": pa.concat_tables([o["leader_elections"] for o in outs]),
+        "offline_partitions": pa.concat_tables(
+            [o["offline_partitions"] for o in outs]
+            + [close_open(o["offline_open"], ends[i], 1) for i, o in enumerate(outs)]
+        ),
+    }
+
+
+def _sorted(table: Any) -> Any:
+    first = "offset" if "offset" in table.column_names else "start_offset"
+    return table.sort_by(
+        [(first, "ascending"), ("topic_id", "ascending"), ("partition_id", "ascending")]
+    )
+
+
+def floor(
+    log: Path, scenarios: list[Any], work: Path, repeat: int, plain_s: float, slots: int
+) -> dict[str, Any]:
+    """The least CPU each step of the grid takes (medians of `repeat`), and the
+    grid's floor on `slots` cores against the plain replay's `plain_s`."""
+    import pickle
+
+    from spark_replay.whatif.engine import forget_decisions
+    from spark_replay.whatif.facts import read_facts
+    from spark_replay.whatif.replay import COMPARED, history_tables, write_counterfactual_log
+
+    def med(xs: list[float]) -> float:
+        return round(sorted(xs)[(len(xs) - 1) // 2], 3)
+
+    shutil.rmtree(work, ignore_errors=True)
+    reads, pickles, actual_tables = [], [], []
+    per: dict[str, dict[str, list[float]]] = {s.name: {} for s in scenarios}
+    records: dict[str, int] = {}
+    for run in range(repeat):
+        gc.disable()  # as the job's driver reads them (the collector off)
+        cpu, facts = _cpu(read_facts, log, scenarios[0].session_timeout_ms)
+        gc.freeze()  # and out of the collector's reach, as a worker keeps them
+        gc.enable()
+        reads.append(cpu)
+        pickles.append(_cpu(pickle.dumps, facts, pickle.HIGHEST_PROTOCOL)[0])
+        actual_tables.append(_cpu(history_tables, log, work / f"actual-{run}")[0])
+        forget_decisions()  # one memo for the grid, as a Python worker's
+        for s in scenarios:
+            d = work / f"{run}-{s.name}"
+            m = per[s.name]
+            cpu, stats = _cpu(write_counterfactual_log, facts, s, d / "log")
+            m.setdefault("engine_cpu_s", []).append(cpu)
+            records[s.name] = stats["records"]
+            batches = _decoded(d / "log")
+            cpu, _ = _cpu(controller_replay, batches)
+            m.setdefault("controller_replay_cpu_s", []).append(cpu)
+            cpu, shared = _cpu(history_tables, d / "log", d / "tables")
+            m.setdefault("tables_cpu_s", []).append(cpu)
+            cpu, direct = _cpu(tables_from_records, batches)
+            m.setdefault("tables_from_records_cpu_s", []).append(cpu)
+            for name in COMPARED:
+                a = _sorted(direct[name])
+                if not a.equals(_sorted(shared[name].select(a.column_names))):
+                    raise AssertionError(f"{s.name}: {name} from the records differs")
+            shutil.rmtree(d)
+        gc.unfreeze()
+    shutil.rmtree(work, ignore_errors=True)
+    scen = {
+        name: {"records": records[name], **{k: med(v) for k, v in m.items()}}
+        for name, m in per.items()
+    }
+    for v in scen.values():
+        v["engine_beyond_replay_cpu_s"] = round(v["engine_cpu_s"] - v["controller_replay_cpu_s"], 3)
+    facts_cpu = med(reads) + med(pickles)
+    # the in-force scenario's log is the actual one: its tables are not built
+    changed = [v for n, v in scen.items() if n != scenarios[0].name]
+    tables = min(
+        sum(v["tables_cpu_s"] for v in changed),
+        sum(v["tables_from_records_cpu_s"] for v in changed),
+    )
+    replay = sum(v["controller_replay_cpu_s"] for v in scen.values())
+    floor_cpu = facts_cpu + med(actual_tables) + tables + replay
+    budget = GOAL * plain_s * slots
+    return {
+        "facts_read_cpu_s": med(reads),
+        "facts_pickle_cpu_s": med(pickles),
+        "actual_tables_cpu_s": med(actual_tables),
+        "scenarios": scen,
+        "floor_cpu_s": round(floor_cpu, 2),
+        "floor_wall_s": round(floor_cpu / slots, 2),
+        "floor_ratio": round(floor_cpu / slots / plain_s, 2),
+        "grid_cpu_s_at_measured_engine": round(
+            floor_cpu + sum(v["engine_beyond_replay_cpu_s"] for v in scen.values()), 2
+        ),
+        # what the engines' own work (decisions, fences, timer, writing) may cost,
+        # all eight together, for the grid to meet the goal on `slots` busy cores
+        "goal_cpu_s": round(budget, 2),
+        "left_for_engines_beyond_replay_cpu_s": round(budget - floor_cpu, 2),
+        "slots": slots,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -199,6 +445,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--work", default="/tmp/kraft-replay-bench", help="cache of generated logs")
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="after the plain replays: the least CPU each step of the grid takes, one "
+        "process (engine, the controller's replay of its records, tables two ways, "
+        "facts) and the grid's floor against the plain replay",
+    )
+    ap.add_argument("--slots", type=int, default=2, help="cores of the floor's grid (--floor)")
     ap.add_argument(
         "--divergence",
         action="store_true",
@@ -237,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
             r = timed(lambda: run_job(spark, data, out / "plain", report=True))
             r["result"] = {k: round(v, 2) for k, v in r["result"]["timings"].items()}
             plain.append(r)
+            if args.floor:
+                continue
             r = timed(lambda: run_whatif(spark, data, out / "whatif", scenarios, report=True))
             summary = r["result"]
             r["result"] = {
@@ -252,6 +508,20 @@ def main(argv: list[str] | None = None) -> int:
             )
     finally:
         spark.stop()
+    if args.floor:
+        shutil.rmtree(out, ignore_errors=True)
+        doc = {
+            "records": meta.get("records"),
+            "log": str(data),
+            "master": args.master,
+            "scenarios": len(scenarios),
+            "plain_replay": {"median_s": median(plain), "runs": plain},
+            "floor": floor(data, scenarios, out / "floor", args.repeat, median(plain), args.slots),
+            "goal_ratio": GOAL,
+            "cpus": os.cpu_count(),
+        }
+        print(json.dumps(doc, indent=1))
+        return 0
     ratio = median(whatif) / median(plain)
     print(
         json.dumps(

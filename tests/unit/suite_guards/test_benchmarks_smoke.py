@@ -297,6 +297,47 @@ def test_every_benchmark_has_a_smoke_case(tmp_path: Path) -> None:
     assert not missing, f"benchmarks without a smoke case here: {sorted(missing)}"
 
 
+def _modes(tmp: Path) -> dict[str, tuple[str, Case]]:
+    """A benchmark's other modes, each with its own JSON: (script, case)."""
+    return {
+        # also checks, per scenario, the tables built from the records' objects
+        # against the shared rules' (the run fails when they differ)
+        "whatif_bench --floor": (
+            "whatif_bench",
+            Case(
+                (
+                    "--floor",
+                    "--records",
+                    "2000",
+                    "--repeat",
+                    "1",
+                    "--master",
+                    "local[1]",
+                    "--work",
+                    str(tmp / "whatif"),
+                ),  # fmt: skip
+                (
+                    "plain_replay.median_s",
+                    "floor.scenarios.in-force.controller_replay_cpu_s",
+                    "floor.floor_ratio",
+                    "floor.left_for_engines_beyond_replay_cpu_s",
+                ),
+                timeout_s=240.0,
+            ),
+        ),
+    }
+
+
+def _assert_keys(doc: Any, case: Case, where: str) -> None:
+    absent = []
+    for key in case.keys:
+        try:
+            _dig(doc, key)
+        except (KeyError, IndexError, TypeError):
+            absent.append(key)
+    assert not absent, f"keys missing from the JSON: {absent}\n{json.dumps(doc)[:3000]}\n{where}"
+
+
 def _run(name: str, case: Case, tmp: Path) -> tuple[Any, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", TMPDIR=str(tmp))
     proc = subprocess.run(
@@ -323,16 +364,18 @@ def test_benchmark_prints_its_json(
 ) -> None:
     case = _cases(tmp_path, flood_target)[name]
     doc, where = _run(name, case, tmp_path)
-    absent = []
-    for key in case.keys:
-        try:
-            _dig(doc, key)
-        except (KeyError, IndexError, TypeError):
-            absent.append(key)
-    assert not absent, f"keys missing from the JSON: {absent}\n{json.dumps(doc)[:3000]}\n{where}"
+    _assert_keys(doc, case, where)
     check: Callable[[Any], None] | None = _EXTRA.get(name)
     if check is not None:
         check(doc)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", sorted(_modes(Path("/"))))
+def test_benchmark_mode_prints_its_json(mode: str, tmp_path: Path) -> None:
+    name, case = _modes(tmp_path)[mode]
+    doc, where = _run(name, case, tmp_path)
+    _assert_keys(doc, case, where)
 
 
 def _replay_tables_equal(doc: Any) -> None:
