@@ -22,12 +22,14 @@ partitions keep the actual history rows (docs/what-if.md, Cost).
 
 `--floor` measures what no engine can skip (docs/what-if.md, "The floor"): the
 plain replay in Spark as above, then in one process, per scenario, the CPU of
-the engine, of the controller's replay of the records it wrote (the least any
-engine that keeps the controller's state pays: only replay changes it), of its
-two tables by the shared rules, and of the same tables built from the
-records' objects instead of the log's bytes (checked equal); the facts' read
-and pickle. From these, the least CPU the grid can take and its ratio on
-`--slots` cores, each at its measured floor.
+the engine writing its log, and building its tables as it writes instead (the
+job's way: `replay.scenario_history`); of the controller's replay of the
+records it wrote (the least any engine that keeps the controller's state
+pays: only replay changes it); of its two tables three ways, checked equal:
+by the shared rules from the log, by the shared rules from the records'
+objects, and by `history_stream` from the records; the facts' read and
+pickle. From these, the least CPU the grid can take and its ratio on
+`--slots` cores, each step at its measured floor.
 """
 
 from __future__ import annotations
@@ -365,7 +367,26 @@ def floor(
 
     from spark_replay.whatif.engine import forget_decisions
     from spark_replay.whatif.facts import read_facts
-    from spark_replay.whatif.replay import COMPARED, history_tables, write_counterfactual_log
+    from spark_replay.whatif.history_stream import HistoryStream
+    from spark_replay.whatif.replay import (
+        COMPARED,
+        history_tables,
+        scenario_history,
+        write_counterfactual_log,
+    )
+
+    def _check(name: str, log_tables: dict[str, Any], *ways: tuple[str, Any]) -> None:
+        for table in COMPARED:
+            for way, got in ways:
+                mine = _sorted(got[table].select(log_tables[table].column_names))
+                if not mine.equals(log_tables[table]):
+                    raise AssertionError(f"{name}: {table} by {way} differs from the log's")
+
+    def stream(batches: list[Any]) -> dict[str, Any]:
+        h = HistoryStream()
+        for b in batches:
+            h.batch(b.base_offset, b.append_time_ms, b.records, b.control)
+        return h.tables()
 
     def med(xs: list[float]) -> float:
         return round(sorted(xs)[(len(xs) - 1) // 2], 3)
@@ -374,6 +395,7 @@ def floor(
     reads, pickles, actual_tables = [], [], []
     per: dict[str, dict[str, list[float]]] = {s.name: {} for s in scenarios}
     records: dict[str, int] = {}
+    logs_tables: dict[str, dict[str, Any]] = {}
     for run in range(repeat):
         gc.disable()  # as the job's driver reads them (the collector off)
         cpu, facts = _cpu(read_facts, log, scenarios[0].session_timeout_ms)
@@ -396,11 +418,17 @@ def floor(
             m.setdefault("tables_cpu_s", []).append(cpu)
             cpu, direct = _cpu(tables_from_records, batches)
             m.setdefault("tables_from_records_cpu_s", []).append(cpu)
-            for name in COMPARED:
-                a = _sorted(direct[name])
-                if not a.equals(_sorted(shared[name].select(a.column_names))):
-                    raise AssertionError(f"{s.name}: {name} from the records differs")
+            cpu, streamed = _cpu(stream, batches)
+            m.setdefault("tables_stream_cpu_s", []).append(cpu)
+            logs_tables[s.name] = {n: _sorted(shared[n]) for n in COMPARED}
+            _check(s.name, logs_tables[s.name], ("records", direct), ("stream", streamed))
             shutil.rmtree(d)
+        # the job's way, on a memo as fresh as the pass above had: no log
+        forget_decisions()
+        for s in scenarios:
+            cpu, (job, _) = _cpu(scenario_history, facts, s)
+            per[s.name].setdefault("engine_with_stream_cpu_s", []).append(cpu)
+            _check(s.name, logs_tables.pop(s.name), ("job", job))
         gc.unfreeze()
     shutil.rmtree(work, ignore_errors=True)
     scen = {
@@ -413,8 +441,8 @@ def floor(
     # the in-force scenario's log is the actual one: its tables are not built
     changed = [v for n, v in scen.items() if n != scenarios[0].name]
     tables = min(
-        sum(v["tables_cpu_s"] for v in changed),
-        sum(v["tables_from_records_cpu_s"] for v in changed),
+        sum(v[k] for v in changed)
+        for k in ("tables_cpu_s", "tables_from_records_cpu_s", "tables_stream_cpu_s")
     )
     replay = sum(v["controller_replay_cpu_s"] for v in scen.values())
     floor_cpu = facts_cpu + med(actual_tables) + tables + replay

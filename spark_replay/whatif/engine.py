@@ -4,7 +4,8 @@
 the controller processes run: BestLeader in PartitionChangeBuilder, the fence and
 unfence rules, controlled shutdown, placement) through the facts' units in
 offset order, under the scenario's configuration, and appends every batch it
-would have written to `sink` (a segment writer): copied units as they were,
+would have written to `sink` (a segment writer; or a `CountingSink`, with an
+`observer` that takes the batches as records): copied units as they were,
 command units as the controller's results now are. No election rule is
 implemented here; the engine only decides *when* a command is sent:
 
@@ -71,9 +72,33 @@ NODE_ID = 3000
 
 
 class BatchSink(Protocol):
+    """Where the batches go. A sink whose `wants_bytes` is False gets None for
+    each batch's bytes (it only counts them): nothing is encoded for it."""
+
     next_offset: int
 
-    def append(self, batch: bytes, record_count: int) -> None: ...
+    def append(self, batch: bytes | None, record_count: int) -> None: ...
+
+
+class RecordObserver(Protocol):
+    """Sees every batch written, as records (`history_stream.HistoryStream`)."""
+
+    def batch(
+        self, base_offset: int, time_ms: int, records: Sequence[Any], control: bool = False
+    ) -> None: ...
+
+
+class CountingSink:
+    """A sink that keeps no bytes: the log's length only (the records go to a
+    `RecordObserver`)."""
+
+    wants_bytes = False
+
+    def __init__(self) -> None:
+        self.next_offset = 0
+
+    def append(self, batch: bytes | None, record_count: int) -> None:
+        self.next_offset += record_count
 
 
 @dataclass
@@ -112,10 +137,13 @@ class Engine:
         scenario: Scenario,
         sink: BatchSink,
         max_batch_bytes: int | None = None,
+        observer: RecordObserver | None = None,
     ) -> None:
         self.facts = facts
         self.s = scenario
         self.sink = sink
+        self._bytes = getattr(sink, "wants_bytes", True)
+        self.observer = observer
         self.max_batch_bytes = max_batch_bytes or facts.max_batch_bytes
         self.ctl = QuorumController(
             ControllerConfig(
@@ -171,7 +199,11 @@ class Engine:
             [data] = self._encode(records)
             if len(data) <= self.max_batch_bytes - HEADER_SIZE:
                 base = self.sink.next_offset
-                self.sink.append(encode_payload(base, self.epoch, self.now, data, 1), 1)
+                if self.observer is not None:
+                    self.observer.batch(base, self.now, records)
+                self.sink.append(
+                    encode_payload(base, self.epoch, self.now, data, 1) if self._bytes else None, 1
+                )
                 self.ctl.replay_batch(base, records, self.now)
                 self.ctl.on_commit(base)
                 self._note_written(self.now)
@@ -194,8 +226,12 @@ class Engine:
             base = self.sink.next_offset
             recs = plan.records[written : written + eb.record_count]
             written += eb.record_count
+            if self.observer is not None:
+                self.observer.batch(base, self.now, recs)
             self.sink.append(
-                encode_payload(base, self.epoch, self.now, eb.payload, eb.record_count),
+                encode_payload(base, self.epoch, self.now, eb.payload, eb.record_count)
+                if self._bytes
+                else None,
                 eb.record_count,
             )
             self.ctl.replay_batch(base, recs, self.now)
@@ -234,12 +270,17 @@ class Engine:
         if not group:
             return
         base = self.sink.next_offset
-        [eb] = to_batches(
-            group, 2**31 - 1, metadata_version=self._mv(), encoded=self._encode(group)
-        ).batches
-        self.sink.append(
-            encode_payload(base, self.epoch, self.now, eb.payload, eb.record_count), len(group)
-        )
+        if self.observer is not None:
+            self.observer.batch(base, self.now, group)
+        if self._bytes:
+            [eb] = to_batches(
+                group, 2**31 - 1, metadata_version=self._mv(), encoded=self._encode(group)
+            ).batches
+            self.sink.append(
+                encode_payload(base, self.epoch, self.now, eb.payload, eb.record_count), len(group)
+            )
+        else:
+            self.sink.append(None, len(group))
         self.ctl.on_commit(base + len(group) - 1)
         self._note_written(self.now)
 
@@ -273,8 +314,12 @@ class Engine:
             records = b.records if b.control else self._features(b.records)
             if records is not b.records:
                 b = replace(b, records=records)
+            if self.observer is not None:
+                self.observer.batch(base, b.time_ms, b.records, b.control)
             self.sink.append(
-                encode_batch(base, b.leader_epoch, b.time_ms, list(b.records), b.control),
+                encode_batch(base, b.leader_epoch, b.time_ms, list(b.records), b.control)
+                if self._bytes
+                else None,
                 len(b.records),
             )
             if not b.control:
@@ -827,13 +872,19 @@ def _with_topic_id(r: MetadataRecord, made: str, actual: str) -> MetadataRecord:
 
 
 def run_scenario(
-    facts: F.Facts, scenario: Scenario, sink: BatchSink, max_batch_bytes: int | None = None
+    facts: F.Facts,
+    scenario: Scenario,
+    sink: BatchSink,
+    max_batch_bytes: int | None = None,
+    observer: RecordObserver | None = None,
 ) -> EngineStats:
-    return Engine(facts, scenario, sink, max_batch_bytes).run()
+    return Engine(facts, scenario, sink, max_batch_bytes, observer).run()
 
 
 __all__ = [
     "BatchSink",
+    "CountingSink",
+    "RecordObserver",
     "Engine",
     "EngineStats",
     "decision_key",

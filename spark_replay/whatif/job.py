@@ -3,12 +3,14 @@
 The driver reads the log's facts once (`facts.read_facts`, a few seconds per
 million records) and leaves them in OUT/_whatif_work for the tasks, while one
 Spark task builds the actual log's leader_elections and offline_partitions
-beside it (they need no facts). Then one Spark task per scenario writes its
-scenario's counterfactual log, replays it into the two tables
-(`replay.history_tables`), writes its part of `whatif_elections` and
-`whatif_offline_partitions` and returns its figures (`metrics`). The in-force
-scenario's log is usually the actual log byte for byte (`replay.same_log`): its
-tables are then the actual ones, not built again. The driver checks identity
+beside it (they need no facts). Then one Spark task per scenario runs the
+engine, builds the scenario's two tables as the engine writes its batches
+(`replay.scenario_history`, no log written), writes its part of
+`whatif_elections` and `whatif_offline_partitions` and returns its figures
+(`metrics`). The in-force scenario writes its log: it is usually the actual
+log byte for byte (`replay.same_log`), and its tables are then the actual
+ones; otherwise it is replayed by the actual log's rules
+(`replay.history_tables`) for the identity check. The driver checks identity
 (the in-force scenario against the actual tables, row for row), writes
 `whatif_summary.json` and the "What if" section of report.html.
 
@@ -46,6 +48,7 @@ from spark_replay.whatif.replay import (
     load_facts,
     same_log,
     save_facts,
+    scenario_history,
     with_scenario,
     write_counterfactual_log,
 )
@@ -106,18 +109,25 @@ def run_item(item: tuple[int, Scenario | None, str, str, int, int]) -> dict[str,
     else:
         facts = load_facts(Path(out) / WORK / "facts.pickle")
         name = scenario.name
-        log = work / "log"
-        stats = write_counterfactual_log(facts, scenario, log)
-        actual = Path(out) / WORK / "scenario-000"
-        if name == IN_FORCE and same_log(log, Path(log_dir)):
-            # the actual log again, byte for byte: the actual tables (already
-            # built by the actual log's task, which ran beside the facts)
-            raw = {n: pq.read_table(actual / f"{n}.parquet") for n in TABLE_NAMES}
-            stats["identical_log"] = True
+        if name != IN_FORCE:
+            # the two tables as the engine writes, with no log (history_stream)
+            raw, stats = scenario_history(facts, scenario)
+            stats["identical_log"] = False  # only the in-force log is compared
         else:
-            raw = history_tables(log, work / "tables")
-            stats["identical_log"] = False
-        shutil.rmtree(log, ignore_errors=True)
+            # the identity check: the log itself, compared byte for byte, and
+            # otherwise replayed by the same rules as the actual log
+            log = work / "log"
+            stats = write_counterfactual_log(facts, scenario, log)
+            actual = Path(out) / WORK / "scenario-000"
+            if same_log(log, Path(log_dir)):
+                # the actual log again, byte for byte: the actual tables (already
+                # built by the actual log's task, which ran beside the facts)
+                raw = {n: pq.read_table(actual / f"{n}.parquet") for n in TABLE_NAMES}
+                stats["identical_log"] = True
+            else:
+                raw = history_tables(log, work / "tables")
+                stats["identical_log"] = False
+            shutil.rmtree(log, ignore_errors=True)
     shutil.rmtree(work / "tables", ignore_errors=True)
     tables = {n: with_scenario(t_, name) for n, t_ in raw.items()}
     for table_dir, name_in in TABLES.items():
