@@ -148,5 +148,14 @@ def load_facts(path: str | Path) -> Facts:
 
 
 def save_facts(facts: Facts, path: str | Path) -> None:
-    with open(path, "wb") as f:
-        pickle.dump(facts, f, protocol=pickle.HIGHEST_PROTOCOL)
+    # with the collector off: pickling millions of objects allocates, and its
+    # passes would walk the facts (1M records: 1.6 -> 1.3 s, on the driver's
+    # way to the first scenario)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with open(path, "wb") as f:
+            pickle.dump(facts, f, protocol=pickle.HIGHEST_PROTOCOL)
+    finally:
+        if was_enabled:
+            gc.enable()
