@@ -213,6 +213,9 @@ def _hand_made() -> list[tuple[list[Any], bool]]:
         # two brokers leave the ISR at once: the old leader (listed second) is the cause
         ([FenceBrokerRecord(3, 0), FenceBrokerRecord(2, 0), p(T, 0, isr=(), leader=-1)], False),
         ([UnfenceBrokerRecord(2, 0), p(T, 0, leader=2, isr=(2,))], False),
+        # a broker told to shut down now (fenced by a registration change):
+        # its partition goes offline to the end of the log
+        ([BrokerRegistrationChangeRecord(1, 0, 1, 0), p(T, 1, leader=-1, isr=())], False),
         # unfinished at the end of the log: never applied
         ([BeginTransactionRecord("z"), p(T, 1, leader=-1)], False),
     ]
