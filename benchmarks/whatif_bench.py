@@ -257,6 +257,7 @@ def tables_from_records(batches: list[Any], chunk_rows: int = 250_000) -> dict[s
     import pyarrow as pa
 
     from spark_replay import decode as D
+    from spark_replay.history import _make_info
     from spark_replay.segment_replay import (
         PrefixFold,
         Txn,
@@ -311,13 +312,11 @@ def tables_from_records(batches: list[Any], chunk_rows: int = 250_000) -> dict[s
             else:
                 arrays[f.name] = pa.array(col, f.type)
     rows_table = pa.Table.from_pydict(arrays)
-    txns, begin = [], None
-    for off, kind, t in sorted(markers):
-        if kind == "BeginTransactionRecord":
-            begin = off
-        elif begin is not None:
-            txns.append(Txn(begin, off, kind == "EndTransactionRecord", t))
-            begin = None
+    # the log's transactions as spark-replay reads them from its markers
+    times = [b.append_time_ms for b in batches]
+    last = batches[-1].base_offset + len(batches[-1].records) - 1
+    info = _make_info(0, last, min(times), max(times), last + 1, [], markers)
+    txns = [Txn(t.begin, t.end, t.applied, t.end_time_ms) for t in info.transactions]
     # chunks cut between batches and transactions, as a log's files are
     # (an election's cause is in the events of its batch)
     n, cuts, at = rows_table.num_rows, [0], 0

@@ -39,6 +39,20 @@ class Case:
     timeout_s: float = 120.0
 
 
+def _whatif_args(tmp: Path) -> tuple[str, ...]:
+    """whatif_bench's smallest run: a 2,000-record log, one run, one core."""
+    return (
+        "--records",
+        "2000",
+        "--repeat",
+        "1",
+        "--master",
+        "local[1]",
+        "--work",
+        str(tmp / "whatif"),
+    )
+
+
 def _cases(tmp: Path, target: str) -> dict[str, Case]:
     return {
         "fence_apply_bench": Case(
@@ -194,16 +208,7 @@ def _cases(tmp: Path, target: str) -> dict[str, Case]:
             timeout_s=240.0,
         ),
         "whatif_bench": Case(
-            (
-                "--records",
-                "2000",
-                "--repeat",
-                "1",
-                "--master",
-                "local[1]",
-                "--work",
-                str(tmp / "whatif"),
-            ),  # fmt: skip
+            _whatif_args(tmp),
             ("plain_replay.median_s", "whatif_grid.median_s", "ratio", "goal_met"),
             timeout_s=240.0,
         ),
@@ -305,17 +310,7 @@ def _modes(tmp: Path) -> dict[str, tuple[str, Case]]:
         "whatif_bench --floor": (
             "whatif_bench",
             Case(
-                (
-                    "--floor",
-                    "--records",
-                    "2000",
-                    "--repeat",
-                    "1",
-                    "--master",
-                    "local[1]",
-                    "--work",
-                    str(tmp / "whatif"),
-                ),  # fmt: skip
+                ("--floor", *_whatif_args(tmp)),
                 (
                     "plain_replay.median_s",
                     "floor.scenarios.in-force.controller_replay_cpu_s",
