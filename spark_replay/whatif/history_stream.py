@@ -252,16 +252,34 @@ class HistoryStream:
             for key, st in self._parts.items()
             if st[OFFLINE] is not None
         ]
-        elections = [
-            (offset, at, t, names.get(key[0]), *key, *rest)
-            for offset, at, t, key, *rest in self._elections
-        ]
-        offline = [
-            (names.get(key[0]), *key, start, end, start_ms, end_ms)
-            for key, start, start_ms, end, end_ms in sorted(
-                self._offline + open_windows, key=lambda w: (w[1], w[0])
-            )
-        ]
+        el = self._elections
+        # column by column from the stored tuples: zipping rows built in column
+        # order allocated twice as much (1M records: 0.15 -> 0.3-0.6 s)
+        elections = {
+            "offset": [e[0] for e in el],
+            "applied_offset": [e[1] for e in el],
+            "append_time_ms": [e[2] for e in el],
+            "topic": [names.get(e[3][0]) for e in el],
+            "topic_id": [e[3][0] for e in el],
+            "partition_id": [e[3][1] for e in el],
+            "old_leader": [e[4] for e in el],
+            "new_leader": [e[5] for e in el],
+            "unclean": [e[6] for e in el],
+            "election_type": [e[7] for e in el],
+            "cause": [e[8] for e in el],
+            "cause_broker_id": [e[9] for e in el],
+            "leader_epoch": [e[10] for e in el],
+        }
+        off = sorted(self._offline + open_windows, key=lambda w: (w[1], w[0]))
+        offline = {
+            "topic": [names.get(w[0][0]) for w in off],
+            "topic_id": [w[0][0] for w in off],
+            "partition_id": [w[0][1] for w in off],
+            "start_offset": [w[1] for w in off],
+            "end_offset": [w[3] for w in off],
+            "start_time_ms": [w[2] for w in off],
+            "end_time_ms": [w[4] for w in off],
+        }
         return {
             "leader_elections": _table(elections, LEADER_ELECTIONS_COLUMNS),
             "offline_partitions": _table(offline, OFFLINE_PARTITIONS_COLUMNS),
@@ -353,10 +371,8 @@ def _cause(
     return "ADMIN", None
 
 
-def _table(rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> pa.Table:
-    """Rows whose values are in `columns`' order, as a history table."""
+def _table(cols: dict[str, list[Any]], columns: tuple[str, ...]) -> pa.Table:
     schema = table_schema(columns)
-    cols = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
     return pa.Table.from_arrays(
-        [pa.array(col, type=f.type) for col, f in zip(cols, schema, strict=True)], schema=schema
+        [pa.array(cols[c], type=schema.field(c).type) for c in columns], schema=schema
     )
