@@ -366,7 +366,7 @@ def floor(
 
     from spark_replay.whatif.engine import forget_decisions
     from spark_replay.whatif.facts import read_facts
-    from spark_replay.whatif.history_stream import HistoryStream
+    from spark_replay.whatif.history_stream import log_tables
     from spark_replay.whatif.replay import (
         COMPARED,
         history_tables,
@@ -374,18 +374,12 @@ def floor(
         write_counterfactual_log,
     )
 
-    def _check(name: str, log_tables: dict[str, Any], *ways: tuple[str, Any]) -> None:
+    def _check(name: str, expected: dict[str, Any], *ways: tuple[str, Any]) -> None:
         for table in COMPARED:
             for way, got in ways:
-                mine = _sorted(got[table].select(log_tables[table].column_names))
-                if not mine.equals(log_tables[table]):
+                mine = _sorted(got[table].select(expected[table].column_names))
+                if not mine.equals(expected[table]):
                     raise AssertionError(f"{name}: {table} by {way} differs from the log's")
-
-    def stream(batches: list[Any]) -> dict[str, Any]:
-        h = HistoryStream()
-        for b in batches:
-            h.batch(b.base_offset, b.append_time_ms, b.records, b.control)
-        return h.tables()
 
     def med(xs: list[float]) -> float:
         return round(sorted(xs)[(len(xs) - 1) // 2], 3)
@@ -417,7 +411,7 @@ def floor(
             m.setdefault("tables_cpu_s", []).append(cpu)
             cpu, direct = _cpu(tables_from_records, batches)
             m.setdefault("tables_from_records_cpu_s", []).append(cpu)
-            cpu, streamed = _cpu(stream, batches)
+            cpu, streamed = _cpu(log_tables, batches)
             m.setdefault("tables_stream_cpu_s", []).append(cpu)
             logs_tables[s.name] = {n: _sorted(shared[n]) for n in COMPARED}
             _check(s.name, logs_tables[s.name], ("records", direct), ("stream", streamed))

@@ -22,7 +22,7 @@ which is what the engine writes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -333,6 +333,15 @@ def _election(
         etype,
         st[LEADER_EPOCH],
     )
+
+
+def log_tables(batches: Iterable[Any]) -> dict[str, pa.Table]:
+    """The two tables of a whole log's batches, as read back (each with
+    `base_offset`, `append_time_ms`, `records` and `control`)."""
+    stream = HistoryStream()
+    for b in batches:
+        stream.batch(b.base_offset, b.append_time_ms, b.records, b.control)
+    return stream.tables()
 
 
 def _cause(

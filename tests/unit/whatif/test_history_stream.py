@@ -41,7 +41,7 @@ from metadata_log.replay import iter_file_batches, metadata_dir, segment_files
 from spark_replay.generator import METADATA_DIR, SegmentWriter, generate, scaled_config
 from spark_replay.whatif.engine import forget_decisions, run_scenario
 from spark_replay.whatif.facts import read_facts
-from spark_replay.whatif.history_stream import HistoryStream
+from spark_replay.whatif.history_stream import HistoryStream, log_tables
 from spark_replay.whatif.replay import SEGMENT_BYTES, history_tables, scenario_history
 from spark_replay.whatif.scenario import build_scenarios
 
@@ -66,8 +66,8 @@ def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
     )
 
 
-def _assert_same(stream: dict[str, pa.Table], log_tables: dict[str, pa.Table], what: str) -> None:
-    for name, table in log_tables.items():
+def _assert_same(stream: dict[str, pa.Table], expected: dict[str, pa.Table], what: str) -> None:
+    for name, table in expected.items():
         mine = stream[name]
         assert mine.schema.equals(table.schema), (what, name, mine.schema, table.schema)
         assert _rows(mine) == _rows(table), (what, name)
@@ -79,13 +79,6 @@ def _batches(log: Path) -> list[Any]:
         for _, p in segment_files(metadata_dir(log))
         for b in iter_file_batches(p, allow_torn_tail=False)
     ]
-
-
-def _stream(batches: list[Any]) -> dict[str, pa.Table]:
-    h = HistoryStream()
-    for b in batches:
-        h.batch(b.base_offset, b.append_time_ms, b.records, b.control)
-    return h.tables()
 
 
 @pytest.mark.parametrize("seed", (1, 2, 3))
@@ -135,7 +128,7 @@ def test_the_stream_gives_a_real_clusters_tables(name: str, tmp_path: Path) -> N
     reassignment, balancing, failovers, topics deleted), read back and fed to
     the stream, and replayed by the engine with unclean election on."""
     log = FIXTURES / name
-    _assert_same(_stream(_batches(log)), history_tables(log, tmp_path / "actual"), name)
+    _assert_same(log_tables(_batches(log)), history_tables(log, tmp_path / "actual"), name)
     facts = read_facts(log, 6000)
     [_, scenario] = build_scenarios(
         ["unclean.leader.election.enable=true"], in_force=["broker.session.timeout.ms=6000"]
