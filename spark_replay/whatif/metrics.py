@@ -33,6 +33,27 @@ def offline_steps(offline: pa.Table, end_ms: int) -> list[tuple[int, int]]:
     return out
 
 
+def offline_before(offline: pa.Table, until_ms: int) -> tuple[int, float]:
+    """The partitions offline before `until_ms` and their offline seconds up to
+    it (a window open then is cut there), for figures that leave out what
+    follows a cluster's stop (spark-replay's `offline.while_running`)."""
+    starts = offline.column("start_time_ms").to_pylist()
+    ends = offline.column("end_time_ms").to_pylist()
+    keys = zip(
+        offline.column("topic_id").to_pylist(),
+        offline.column("partition_id").to_pylist(),
+        strict=True,
+    )
+    partitions = set()
+    total_ms = 0
+    for s, e, k in zip(starts, ends, keys, strict=True):
+        if s >= until_ms:
+            continue
+        partitions.add(k)
+        total_ms += (until_ms if e is None else min(e, until_ms)) - s
+    return len(partitions), round(total_ms / 1000, 3)
+
+
 def _thin(points: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """At most MAX_POINTS points, keeping each stride's highest (a peak stays)."""
     if len(points) <= MAX_POINTS:
