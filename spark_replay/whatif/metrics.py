@@ -44,7 +44,7 @@ def offline_before(offline: pa.Table, until_ms: int) -> tuple[int, float]:
         offline.column("partition_id").to_pylist(),
         strict=True,
     )
-    partitions = set()
+    partitions: set[tuple[str, int]] = set()
     total_ms = 0
     for s, e, k in zip(starts, ends, keys, strict=True):
         if s >= until_ms:
