@@ -324,6 +324,38 @@ def _framing_cases() -> Any:
     return st.lists(batch, min_size=1, max_size=8)
 
 
+def _explicit_framing_cases() -> list[list[Any]]:
+    """Cases of `_framing_cases`' shape that take each way for sure: batches the
+    numpy framing reads (one record, several, a shared value met twice, a value
+    of 64 bytes or more, LOG_APPEND_TIME) and batches it leaves to the
+    reference (a key, headers, a timestamp delta of more than 3 varint bytes;
+    gzip goes to neither). Hypothesis draws the other cases with the constants
+    of every module loaded (6.13x and later): a suite that imports more modules
+    draws other cases, so the count of each way must not rest on the draw."""
+    from metadata_log.kafka.schemas import METADATA_SCHEMAS
+    from tests.unit.metadata_log.kafka import wire_encoder
+
+    def topic(name: str) -> bytes:
+        value = {"name": name, "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ"}
+        return wire_encoder.metadata_value(2, METADATA_SCHEMAS[2], 0, value)
+
+    small, big = topic("t"), topic("t" * 70)
+    one = [((1, None, 0, True), small)]
+    several = [((i, None, 0, i % 2 == 0), big) for i in range(3)]
+    keyed = [((1, b"k", 0, True), small)]
+    headers = [((1, None, 1, True), small)]
+    long_delta = [((2**40, None, 0, True), small)]
+    return [
+        [(one, small, 0, "none", 1000)] * 8,
+        [(several, small, 0, "none", 7)] * 8,
+        [(one, big, 0x08, "none", 2**41)] * 8,
+        [(one, big, 0, "none", 3), (several, small, 0, "none", 5)] * 4,
+        [(keyed, small, 0, "none", 0)] * 8,
+        [(headers, small, 0, "none", 0), (long_delta, small, 0, "none", 0)] * 4,
+        [(one, small, 0, "gzip", 0), (keyed, small, 0, "gzip", 0)] * 4,
+    ]
+
+
 def test_framed_batches_equal_the_per_record_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every shape the numpy framing (add_framed) reads or refuses, against the
     per-record reference, row for row: one and several records per batch, long
@@ -331,7 +363,7 @@ def test_framed_batches_equal_the_per_record_path(monkeypatch: pytest.MonkeyPatc
     of 64 bytes or more, values met twice."""
     import tempfile
 
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import HealthCheck, example, given, settings
 
     taken = {True: 0, False: 0}
     real = decode_kafka._HotRows.add_framed
@@ -371,6 +403,8 @@ def test_framed_batches_equal_the_per_record_path(monkeypatch: pytest.MonkeyPatc
                 assert results[0] == results[1]
                 assert isinstance(results[0], str) or len(results[0]) == base
 
+    for case in _explicit_framing_cases():
+        check = example(case)(check)
     check()
     # both ways were taken: batches framed by numpy, and batches left to the reference
     assert taken[True] > 50 and taken[False] > 20, taken
