@@ -14,8 +14,15 @@
 6. `kraft reassign-partitions` moves the payments topic off one broker (KIP-455):
    the new replicas catch up, join the ISRs, and the old ones are dropped;
 7. another broker does a controlled shutdown (SIGTERM) and exits 0;
-8. the cluster stops; `spark-replay` rebuilds the history from a controller's log
-   and the summary is printed with where report.html is.
+8. an outage: two of the three running brokers are killed at once; the
+   partitions whose other replica is the broker shut down in step 7 go offline
+   (it is in none of their ISRs);
+9. that broker comes back first: with unclean leader election off, the
+   partitions stay offline until the killed brokers are restarted;
+10. the cluster stops; 11. `spark-replay` rebuilds the history from a
+   controller's log and the summary is printed with where report.html is; a
+   one-line what-if replays the log with unclean leader election on
+   (`spark_replay.whatif.demo`).
 
 With `--secure` (`make demo SECURE=1`) the same story runs with TLS and
 authentication on: `kraft certs` material in DATA_DIR/certs, every listener on
@@ -45,6 +52,7 @@ from kraft.security.client_security import client_security
 SESSION_MS = 6000
 HEARTBEAT_MS = 1000
 BALANCE_INTERVAL_S = 5  # leader.imbalance.check.interval.seconds (Kafka: 300)
+OUTAGE_HOLD_S = 5  # step 9: how long the offline partitions wait with a replica back
 
 
 def say(text: str = "") -> None:
@@ -121,10 +129,12 @@ def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
         restart_the_broker(cluster, victim)
         preferred_leaders_return(cluster, topics, victim)
         reassign_payments(cluster, broker_ids, spec.certs_dir)
-        shut_down_a_broker(cluster, topics, [b for b in broker_ids if b != victim])
+        leaver = shut_down_a_broker(cluster, topics, [b for b in broker_ids if b != victim])
         show_metrics_and_quorum(cluster, fencer, fenced_by_killed)
+        down, offline = an_outage(cluster, topics, broker_ids, leaver)
+        recover(cluster, topics, leaver, down, offline)
     finally:
-        t0 = step(8, "stop the cluster")
+        t0 = step(10, "stop the cluster")
         codes = cluster.stop_all()
         say("   " + ", ".join(f"{k}={v}" for k, v in sorted(codes.items())) + f" ({took(t0)})")
     return replay_history(data_dir)
@@ -270,9 +280,9 @@ def restart_the_broker(cluster: LocalCluster, victim: int) -> None:
     )
 
 
-def shut_down_a_broker(cluster: LocalCluster, topics: list[str], leavers: list[int]) -> None:
+def shut_down_a_broker(cluster: LocalCluster, topics: list[str], leavers: list[int]) -> int:
     """Step 7: SIGTERM to the broker of `leavers` leading the most partitions: a
-    controlled shutdown that moves its leaderships away, then exit 0."""
+    controlled shutdown that moves its leaderships away, then exit 0. Returns it."""
     leaver = most_leaderships(cluster, topics, leavers)
     t0 = step(7, f"controlled shutdown of broker {leaver} (SIGTERM)")
     code = cluster.terminate(leaver, timeout=40)
@@ -281,6 +291,94 @@ def shut_down_a_broker(cluster: LocalCluster, topics: list[str], leavers: list[i
     say(
         f"   broker {leaver} exited with code {code} ({took(t0)}); partitions it leads: {len(still)}"
     )
+    print_partitions(cluster, topics)
+    return leaver
+
+
+Key = tuple[str, int]
+
+
+def _offline(cluster: LocalCluster, keys: list[Key]) -> list[Key]:
+    now = {(t, p["partition_id"]): p for t in {k[0] for k in keys} for p in leaders_of(cluster, t)}
+    return [k for k in keys if now[k]["leader"] < 0]
+
+
+def an_outage(
+    cluster: LocalCluster, topics: list[str], broker_ids: list[int], leaver: int
+) -> tuple[list[int], list[Key]]:
+    """Step 8: two of the three running brokers are killed at once (a rack lost).
+    They are chosen so that some partitions have no replica left but `leaver`,
+    shut down in step 7 and so in none of their ISRs: those go offline, and so
+    does any whose one live replica is out of its ISR and ELR (the brokers'
+    simulated lag). Returns the two and every partition offline then."""
+    live = [b for b in broker_ids if b != leaver]
+    parts = {(t, p["partition_id"]): p for t in topics for p in leaders_of(cluster, t)}
+
+    def stranded_without(spared: int) -> list[Key]:
+        return sorted(k for k, p in parts.items() if spared not in p["replicas"])
+
+    spared = max(live, key=lambda b: len(stranded_without(b)))
+    down = [b for b in live if b != spared]
+    stranded = stranded_without(spared)
+    claim(bool(stranded), f"no partition without a replica on broker {spared}")
+    t0 = step(8, f"an outage: kill -9 brokers {down[0]} and {down[1]} at once")
+    for b in down:
+        cluster.kill9(b)
+    wait_for(
+        lambda: all((broker_state(cluster, b) or {}).get("fenced") for b in down),
+        2 * SESSION_MS / 1000 + 15,
+        f"brokers {down} fenced",
+    )
+    say(f"   brokers {down} fenced after {took(t0)}, one at a time (oldest contact first)")
+    offline = _offline(cluster, sorted(parts))
+    claim(set(stranded) <= set(offline), f"offline: {offline}, expected {stranded} among them")
+    say(f"   offline: {len(offline)} of {len(parts)} partitions")
+    say(
+        f"   {_names(stranded)}: every replica is on {down} or on broker {leaver} "
+        f"(shut down in step 7, so in none of their ISRs)"
+    )
+    lagging = [k for k in offline if k not in stranded]
+    if lagging:
+        say(
+            f"   {_names(lagging)}: broker {spared} holds a replica but is in neither "
+            f"their ISR nor their ELR (the brokers' simulated lag)"
+        )
+    print_partitions(cluster, topics)
+    return down, offline
+
+
+def _names(keys: list[Key]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in keys)
+
+
+def recover(
+    cluster: LocalCluster, topics: list[str], leaver: int, down: list[int], offline: list[Key]
+) -> None:
+    """Step 9: `leaver` comes back first. It is a replica of some offline
+    partitions but in none of their ISRs: with unclean leader election off
+    (Kafka's default) they all stay offline until a broker of their last ISR
+    returns. Then the two killed brokers are restarted and lead them again."""
+    t0 = step(9, f"broker {leaver} comes back, then brokers {down[0]} and {down[1]}")
+    cluster.start(leaver)
+    wait_for(
+        lambda: (lambda b: b and not b["fenced"])(broker_state(cluster, leaver)),
+        30,
+        f"broker {leaver} unfenced",
+    )
+    say(f"   broker {leaver} unfenced ({took(t0)})")
+    time.sleep(OUTAGE_HOLD_S)  # the window unclean election would have closed
+    still = _offline(cluster, offline)
+    claim(still == offline, f"offline with broker {leaver} back: {still}, expected {offline}")
+    say(
+        f"   {OUTAGE_HOLD_S} s later still offline: {len(still)} partitions (no live replica "
+        f"is in their ISR or ELR, and unclean.leader.election.enable is false)"
+    )
+    t1 = time.monotonic()
+    for b in down:
+        cluster.start(b)
+    every = [(t, p["partition_id"]) for t in topics for p in leaders_of(cluster, t)]
+    wait_for(lambda: not _offline(cluster, every), 60, "every partition online again")
+    say(f"   brokers {down} restarted; every partition online again ({took(t1)})")
     print_partitions(cluster, topics)
 
 
@@ -320,8 +418,8 @@ def show_metrics_and_quorum(
 
 
 def replay_history(data_dir: Path) -> int:
-    """Step 9: spark-replay over controller 1's log, its summary, and the what-if line."""
-    t0 = step(9, "spark-replay rebuilds the history from controller 1's log")
+    """Step 11: spark-replay over controller 1's log, its summary, and the what-if line."""
+    t0 = step(11, "spark-replay rebuilds the history from controller 1's log")
     out = data_dir / "replay"
     cmd = [
         sys.executable, "-m", "spark_replay.cli",

@@ -122,7 +122,9 @@ def test_the_stream_gives_the_tables_of_the_engines_log_under_every_setting(
     )
 
 
-@pytest.mark.parametrize("name", ("demo-log", "chaos-plain-log", "chaos-secure-log"))
+@pytest.mark.parametrize(
+    "name", ("demo-log", "demo-outage-log", "chaos-plain-log", "chaos-secure-log")
+)
 def test_the_stream_gives_a_real_clusters_tables(name: str, tmp_path: Path) -> None:
     """The logs of `make demo` and of the chaos test (group commits, a
     reassignment, balancing, failovers, topics deleted), read back and fed to

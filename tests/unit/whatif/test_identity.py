@@ -187,6 +187,9 @@ REAL_LOGS = {
     # group-committed AlterPartitions, a failover, a reassignment completed by an
     # ISR change
     "demo-log": (6000, 1),
+    # `make demo` with its outage (steps 8-9): two brokers killed at once, the
+    # partitions offline with ELR on, a broker back outside their ISRs
+    "demo-outage-log": (6000, 3),
     # `make test`'s chaos run: kills, SIGSTOPs, partitions of the quorum, topics
     # created and deleted meanwhile (a delete group-committed with an
     # AlterPartition of another topic: both are facts)
