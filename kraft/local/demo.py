@@ -53,6 +53,7 @@ SESSION_MS = 6000
 HEARTBEAT_MS = 1000
 BALANCE_INTERVAL_S = 5  # leader.imbalance.check.interval.seconds (Kafka: 300)
 OUTAGE_HOLD_S = 5  # step 9: how long the offline partitions wait with a replica back
+Key = tuple[str, int]  # (topic, partition id)
 
 
 def say(text: str = "") -> None:
@@ -256,17 +257,22 @@ def fail_over_the_controller(cluster: LocalCluster, victim: int, fencer: int | N
     return fenced_by_killed
 
 
+def start_unfenced(cluster: LocalCluster, broker_id: int) -> None:
+    """Start a stopped broker and wait until the controller unfences it."""
+    cluster.start(broker_id)
+    wait_for(
+        lambda: (lambda b: b and not b["fenced"])(broker_state(cluster, broker_id)),
+        30,
+        f"broker {broker_id} unfenced",
+    )
+
+
 def restart_the_broker(cluster: LocalCluster, victim: int) -> None:
     """Step 5's start: the killed broker comes back with a new broker epoch and
     incarnation and is unfenced."""
     before = broker_state(cluster, victim) or {}
     t0 = step(5, f"restart broker {victim}")
-    cluster.start(victim)
-    wait_for(
-        lambda: (lambda b: b and not b["fenced"])(broker_state(cluster, victim)),
-        30,
-        f"broker {victim} unfenced",
-    )
+    start_unfenced(cluster, victim)
     after = broker_state(cluster, victim) or {}
     claim(
         after.get("broker_epoch", -1) > before.get("broker_epoch", -1)
@@ -293,9 +299,6 @@ def shut_down_a_broker(cluster: LocalCluster, topics: list[str], leavers: list[i
     )
     print_partitions(cluster, topics)
     return leaver
-
-
-Key = tuple[str, int]
 
 
 def _offline(cluster: LocalCluster, keys: list[Key]) -> list[Key]:
@@ -359,12 +362,7 @@ def recover(
     (Kafka's default) they all stay offline until a broker of their last ISR
     returns. Then the two killed brokers are restarted and lead them again."""
     t0 = step(9, f"broker {leaver} comes back, then brokers {down[0]} and {down[1]}")
-    cluster.start(leaver)
-    wait_for(
-        lambda: (lambda b: b and not b["fenced"])(broker_state(cluster, leaver)),
-        30,
-        f"broker {leaver} unfenced",
-    )
+    start_unfenced(cluster, leaver)
     say(f"   broker {leaver} unfenced ({took(t0)})")
     time.sleep(OUTAGE_HOLD_S)  # the window unclean election would have closed
     still = _offline(cluster, offline)
