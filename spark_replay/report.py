@@ -26,12 +26,18 @@ STATE_COLORS = {
     "FENCED": "#d62728",
     "UNREGISTERED": "#7f7f7f",
 }
+# One color per election cause of the contract (CREATE is not plotted): a cause
+# left out took matplotlib's next default color, and REBALANCE drew in
+# CONTROLLED_SHUTDOWN's orange beside it.
 CAUSE_COLORS = {
     "FENCE": "#d62728",
     "UNFENCE": "#2ca02c",
     "CONTROLLED_SHUTDOWN": "#ff7f0e",
     "ALTER_PARTITION": "#1f77b4",
     "ADMIN": "#9467bd",
+    "REASSIGNMENT": "#8c564b",
+    "REBALANCE": "#17becf",
+    "CREATE": "#7f7f7f",
 }
 MAX_PLOTTED_BROKERS = 60
 MAX_BUCKETS = 400

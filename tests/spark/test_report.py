@@ -104,3 +104,14 @@ def test_elections_are_bucketed_so_a_few_second_log_still_has_bars() -> None:
     assert _election_bucket_ms(40_000) == 5_000  # 8 bars, not one minute-wide bar
     assert _election_bucket_ms(120_000) == 15_000
     assert (_election_bucket_ms(3_600_000), _per_text(60_000)) == (60_000, "per minute")
+
+
+def test_every_election_cause_has_a_color_of_its_own() -> None:
+    # the elections chart stacks causes: two sharing a color read as one
+    from spark_replay.report import CAUSE_COLORS
+    from spark_replay.segment_replay import CAUSES
+
+    causes = set(CAUSES.to_pylist())
+    assert causes <= set(CAUSE_COLORS), causes - set(CAUSE_COLORS)
+    plotted = [CAUSE_COLORS[c] for c in causes]
+    assert len(set(plotted)) == len(plotted), CAUSE_COLORS
