@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SIM_SEEDS ?= 1000
 CHAOS_MINUTES ?= 2
 
-.PHONY: install java-runtime browser test test-random demo chaos bench lint sim clean certs fuzz
+.PHONY: install java-runtime browser test test-random demo chaos bench lint sim clean certs fuzz screenshots
 
 install: $(STAMP) java-runtime browser
 
@@ -29,6 +29,11 @@ $(STAMP): pyproject.toml
 
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# The browser tests with their screenshots written to docs/img/ (README links them);
+# make test writes them to a temporary folder and leaves the checkout as it was.
+screenshots: install
+	KRAFT_SCREENSHOTS=$(CURDIR)/docs/img $(BIN)/python -m pytest -q -p no:cacheprovider tests/browser
 
 # The whole suite in a random order (pytest-randomly). The seed is printed first, because
 # -q hides pytest-randomly's header: RANDOM_SEED=N replays that order.

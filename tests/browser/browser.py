@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,12 @@ from tests.integration.procs import wait_until
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
-IMG_DIR = REPO / "docs" / "img"
+# `make test` must leave the checkout as it was: the screenshots go to a temporary
+# folder unless KRAFT_SCREENSHOTS names one (`make screenshots` refreshes
+# docs/img/, which README links).
+IMG_DIR = Path(
+    os.environ.get("KRAFT_SCREENSHOTS") or Path(tempfile.gettempdir()) / "kraft-screenshots"
+)
 LAPTOP = (1280, 800)
 PHONE = (390, 844)
 
@@ -93,7 +99,7 @@ class Browser:
         )
 
     def screenshot(self, name: str, size: tuple[int, int], full_page: bool = False) -> Path:
-        """docs/img/NAME-WxH.png at that viewport width (full_page: the whole height)."""
+        """IMG_DIR/NAME-WxH.png at that viewport width (full_page: the whole height)."""
         self.driver.set_window_size(*size)
         time.sleep(0.3)  # the layout and charts follow the resize event
         height = size[1]

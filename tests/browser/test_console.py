@@ -3,7 +3,8 @@ controllers and 4 broker agents: what a person sees, live, without a reload.
 
 Every test fails on any SEVERE browser console entry of its own. The tests do
 not depend on each other's order: each finds the current leader itself and
-uses its own broker and topic. Screenshots go to docs/img/ (README links them).
+uses its own broker and topic. Screenshots go to a temporary folder; `make
+screenshots` writes them to docs/img/ (README links them).
 """
 
 from __future__ import annotations
