@@ -754,6 +754,25 @@ th{{padding-right:.8em}}.plot img{{max-width:none;width:680px}}}}</style>
 WHATIF_BEGIN, WHATIF_END = "<!-- what-if -->", "<!-- /what-if -->"
 
 
+_SCENARIO_COLORS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+)  # fmt: skip
+_SCENARIO_STYLES = ("-", "--", ":", "-.")
+
+
+def whatif_line_styles(n: int) -> list[tuple[str, str, float]]:
+    """(color, line style, width) of the what-if plot's n lines: the actual history
+    first, thick and black; then each scenario its own pair of color and style (a
+    grid of more than ten scenarios went round the color cycle and drew two
+    scenarios alike)."""
+    out = [("black", "-", 2.2)]
+    for i in range(n - 1):
+        round_, k = divmod(i, len(_SCENARIO_COLORS))
+        out.append((_SCENARIO_COLORS[k], _SCENARIO_STYLES[round_ % len(_SCENARIO_STYLES)], 1.2))
+    return out[:n]
+
+
 def _whatif_plot(summary: dict[str, Any]) -> str:
     """Offline partitions over time: the actual and every scenario on one axis."""
     import matplotlib
@@ -765,18 +784,13 @@ def _whatif_plot(summary: dict[str, Any]) -> str:
     unit, unit_name = _time_unit(summary["last_time_ms"] - t0)
     fig, ax = plt.subplots(figsize=(10, 3.6))
     lines = [summary["actual"], *summary["scenarios"]]
-    for i, s in enumerate(lines):
+    for s, (color, style, width) in zip(lines, whatif_line_styles(len(lines)), strict=True):
         pts = [*s["metrics"]["offline_series"], [summary["last_time_ms"], None]]
         xs = [(p[0] - t0) / unit for p in pts]
         ys = [p[1] for p in pts[:-1]]
         ys.append(ys[-1] if ys else 0)
         ax.step(
-            xs,
-            ys,
-            where="post",
-            linewidth=2.2 if i == 0 else 1.2,
-            color="black" if i == 0 else None,
-            label=s["name"],
+            xs, ys, where="post", linewidth=width, color=color, linestyle=style, label=s["name"]
         )
     ax.set_xlabel(f"time since the log's first record ({unit_name})")
     ax.set_ylabel("partitions offline")
@@ -830,16 +844,24 @@ def whatif_section_html(summary: dict[str, Any]) -> str:
     else:
         n = {k: v["differing_rows"] for k, v in ident["tables"].items()}
         ident_text = f"does not hold: differing rows {n} (listed in whatif_summary.json)"
-    settings = ", ".join(f"{k}={v}" for k, v in summary["in_force"].items())
+    # Kafka's spelling of a setting's value (true, not Python's True)
+    settings = ", ".join(
+        f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+        for k, v in summary["in_force"].items()
+    )
+    # a grid's columns scroll inside their box, never the page sideways
+    box = '<div style="overflow-x:auto">'
+    plot = '<img style="max-width:100%"'
+
     return f"""{WHATIF_BEGIN}
 <h2>What if</h2>
 <p>The log's facts replayed through the controller's own code under other settings
 (docs/what-if.md). In force: {html.escape(settings)}. Identity check {html.escape(ident_text)}.</p>
-<table><tr><th></th>{head}</tr>{body}</table>
+{box}<table><tr><th></th>{head}</tr>{body}</table></div>
 <h3>Offline seconds by topic (the ten most offline)</h3>
-<table><tr><th>topic</th>{head}</tr>{by_topic}</table>
+{box}<table><tr><th>topic</th>{head}</tr>{by_topic}</table></div>
 <h3>Unclean elections (partition @ offset, first ten)</h3><ul>{unclean}</ul>
-<img alt="offline partitions over time" src="data:image/png;base64,{_whatif_plot(summary)}">
+{box}{plot} alt="offline partitions over time" src="data:image/png;base64,{_whatif_plot(summary)}"></div>
 {WHATIF_END}
 """
 

@@ -115,3 +115,54 @@ def test_every_election_cause_has_a_color_of_its_own() -> None:
     assert causes <= set(CAUSE_COLORS), causes - set(CAUSE_COLORS)
     plotted = [CAUSE_COLORS[c] for c in causes]
     assert len(set(plotted)) == len(plotted), CAUSE_COLORS
+
+
+def test_each_what_if_line_is_drawn_its_own_way() -> None:
+    # the actual history first, then up to 40 scenarios: no two lines alike
+    from spark_replay.report import whatif_line_styles
+
+    assert whatif_line_styles(0) == []
+    assert whatif_line_styles(1) == [("black", "-", 2.2)]
+    for n in (2, 9, 11, 41):
+        styles = whatif_line_styles(n)
+        assert len(styles) == n
+        assert len({(c, s) for c, s, _ in styles}) == n, styles
+
+
+def _whatif_summary(scenarios: int) -> dict[str, Any]:
+    def line(name: str, offline: int) -> dict[str, Any]:
+        metrics = {
+            "offline_partition_seconds": 1.5 * offline,
+            "max_offline_at_once": offline,
+            "partitions_ever_offline": offline,
+            "unclean_elections": 0,
+            "unclean_partitions": 0,
+            "leadership_moves": 3,
+            "elections": 4,
+            "unclean_at": [],
+            "offline_seconds_by_topic": {"payments": 1.5 * offline},
+            "offline_series": [[1000, 0], [2000, offline], [3000, 0]],
+        }
+        return {"name": name, "metrics": metrics}
+
+    return {
+        "first_time_ms": 1000,
+        "last_time_ms": 4000,
+        "actual": line("actual", 2),
+        "scenarios": [line(f"session={i}", i % 3) for i in range(scenarios)],
+        "identity": {"holds": True, "tables": {}},
+        "in_force": {"unclean.leader.election.enable": False, "broker.session.timeout.ms": 9000},
+    }
+
+
+def test_the_what_if_section_of_a_wide_grid_scrolls_inside_its_boxes() -> None:
+    from spark_replay.report import whatif_section_html
+
+    page = whatif_section_html(_whatif_summary(12))
+    # both tables and the plot sit in boxes that scroll sideways: the page does not
+    assert page.count('<div style="overflow-x:auto"><table>') == 2
+    assert '<div style="overflow-x:auto"><img style="max-width:100%"' in page
+    assert page.count("<th>session=") == 2 * 12
+    # settings are spelled as Kafka's configs spell them
+    assert "unclean.leader.election.enable=false" in page
+    assert "=False" not in page
