@@ -558,9 +558,17 @@ def plots(tables: Tables, stop: dict[str, Any] | None = None) -> dict[str, str]:
         series = per.setdefault(r["leader"], [])
         series.append((r["b"], (series[-1][1] if series else 0) + r["d"]))
     fig, ax = plt.subplots(figsize=(11, 4))
-    for broker in sorted(per)[:MAX_PLOTTED_BROKERS]:
+    plotted = sorted(per)[:MAX_PLOTTED_BROKERS]
+    for broker, (color, style) in zip(plotted, distinct_line_styles(len(plotted)), strict=True):
         pts = per[broker] + [(t_end, per[broker][-1][1])]
-        ax.step([x(p[0]) for p in pts], [p[1] for p in pts], where="post", label=f"broker {broker}")
+        ax.step(
+            [x(p[0]) for p in pts],
+            [p[1] for p in pts],
+            where="post",
+            label=f"broker {broker}",
+            color=color,
+            linestyle=style,
+        )
     ax.set_ylim(bottom=0)
     finish(ax, f"Partitions led per broker ({resolution})", "partitions led")
     out["leaders_per_broker"] = _png(fig)
@@ -754,23 +762,30 @@ th{{padding-right:.8em}}.plot img{{max-width:none;width:680px}}}}</style>
 WHATIF_BEGIN, WHATIF_END = "<!-- what-if -->", "<!-- /what-if -->"
 
 
-_SCENARIO_COLORS = (
+_LINE_COLORS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
-_SCENARIO_STYLES = ("-", "--", ":", "-.")
+_LINE_STYLES: tuple[Any, ...] = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 2)))
 
 
-def whatif_line_styles(n: int) -> list[tuple[str, str, float]]:
+def distinct_line_styles(n: int) -> list[tuple[str, Any]]:
+    """(color, line style) of n lines, no two alike up to 60 (MAX_PLOTTED_BROKERS):
+    matplotlib's default cycle has ten colors and drew the eleventh line like the
+    first."""
+    out = []
+    for i in range(n):
+        round_, k = divmod(i, len(_LINE_COLORS))
+        out.append((_LINE_COLORS[k], _LINE_STYLES[round_ % len(_LINE_STYLES)]))
+    return out
+
+
+def whatif_line_styles(n: int) -> list[tuple[str, Any, float]]:
     """(color, line style, width) of the what-if plot's n lines: the actual history
-    first, thick and black; then each scenario its own pair of color and style (a
-    grid of more than ten scenarios went round the color cycle and drew two
-    scenarios alike)."""
-    out = [("black", "-", 2.2)]
-    for i in range(n - 1):
-        round_, k = divmod(i, len(_SCENARIO_COLORS))
-        out.append((_SCENARIO_COLORS[k], _SCENARIO_STYLES[round_ % len(_SCENARIO_STYLES)], 1.2))
-    return out[:n]
+    first, thick and black; then each scenario its own (`distinct_line_styles`)."""
+    if n == 0:
+        return []
+    return [("black", "-", 2.2), *((c, s, 1.2) for c, s in distinct_line_styles(n - 1))]
 
 
 def _whatif_plot(summary: dict[str, Any]) -> str:

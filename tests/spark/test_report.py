@@ -117,13 +117,17 @@ def test_every_election_cause_has_a_color_of_its_own() -> None:
     assert len(set(plotted)) == len(plotted), CAUSE_COLORS
 
 
-def test_each_what_if_line_is_drawn_its_own_way() -> None:
-    # the actual history first, then up to 40 scenarios: no two lines alike
-    from spark_replay.report import whatif_line_styles
+def test_each_line_is_drawn_its_own_way() -> None:
+    # up to as many brokers as the leaders chart plots, and the what-if plot's
+    # actual history (thick, black) before its scenarios: no two lines alike
+    from spark_replay.report import MAX_PLOTTED_BROKERS, distinct_line_styles, whatif_line_styles
 
+    for n in (1, 10, 11, 41, MAX_PLOTTED_BROKERS):
+        styles = distinct_line_styles(n)
+        assert len(styles) == n and len(set(styles)) == n, styles
     assert whatif_line_styles(0) == []
     assert whatif_line_styles(1) == [("black", "-", 2.2)]
-    for n in (2, 9, 11, 41):
+    for n in (2, 9, 12, MAX_PLOTTED_BROKERS):
         styles = whatif_line_styles(n)
         assert len(styles) == n
         assert len({(c, s) for c, s, _ in styles}) == n, styles
