@@ -866,7 +866,10 @@ def whatif_section_html(summary: dict[str, Any]) -> str:
     )
     # a grid's columns scroll inside their box, never the page sideways
     box = '<div style="overflow-x:auto">'
-    plot = '<img style="max-width:100%"'
+    plot = (
+        '<img style="max-width:100%" alt="offline partitions over time" '
+        f'src="data:image/png;base64,{_whatif_plot(summary)}">'
+    )
 
     return f"""{WHATIF_BEGIN}
 <h2>What if</h2>
@@ -876,7 +879,7 @@ def whatif_section_html(summary: dict[str, Any]) -> str:
 <h3>Offline seconds by topic (the ten most offline)</h3>
 {box}<table><tr><th>topic</th>{head}</tr>{by_topic}</table></div>
 <h3>Unclean elections (partition @ offset, first ten)</h3><ul>{unclean}</ul>
-{box}{plot} alt="offline partitions over time" src="data:image/png;base64,{_whatif_plot(summary)}"></div>
+{box}{plot}</div>
 {WHATIF_END}
 """
 
