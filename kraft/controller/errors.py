@@ -1,4 +1,5 @@
-"""API errors with Kafka's error names and the HTTP status of each (DESIGN 1.2)."""
+"""API errors with Kafka's error names and the HTTP status of each: DESIGN 1.2's
+table (tests/unit/suite_guards/test_documented_errors.py holds the two equal)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ HTTP_STATUS: dict[str, int] = {
     "FENCED_LEADER_EPOCH": 409,
     "INVALID_UPDATE_VERSION": 409,
     "INELIGIBLE_REPLICA": 409,
-    "NOT_LEADER_OR_FOLLOWER": 409,
     "ELIGIBLE_LEADERS_NOT_AVAILABLE": 409,
     "PREFERRED_LEADER_NOT_AVAILABLE": 409,
     # KIP-455: a cancel (replicas null) for a partition with no reassignment
