@@ -18,11 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -36,26 +34,11 @@ from broker_agent.heartbeat_channel import HeartbeatChannel
 from broker_agent.lifecycle import FATAL_REGISTRATION_ERRORS, BrokerState
 from broker_agent.send_gate import SendGate
 from metadata_log.image import MetadataImage
+from tests.design_doc import contract_errors
 
-DESIGN = Path(__file__).resolve().parents[3] / "docs" / "DESIGN.md"
 WAIT_S = 20.0  # bound of every wait (the scenarios take well under a second)
 SETTINGS = AgentSettings(heartbeat_interval_ms=100, request_timeout_ms=300)
 HANG_S = 1.0  # a "timeout" answer comes this late (past the agent's 300 ms)
-
-
-def contract_errors() -> list[tuple[int, str]]:
-    """(HTTP status, error code) of every row of DESIGN 1.2's error table."""
-    text = DESIGN.read_text()
-    table = text[text.index("| status | error codes |") :]
-    out: list[tuple[int, str]] = []
-    for line in table.splitlines()[2:]:
-        if not line.startswith("|"):
-            break
-        status_cell, codes_cell = line.split("|")[1:3]
-        codes = re.findall(r"`([A-Z_]+)`", codes_cell)
-        for status in re.findall(r"\d{3}", status_cell):
-            out += [(int(status), code) for code in codes]
-    return out
 
 
 CONTRACT = contract_errors()

@@ -7,11 +7,10 @@ The web console's own views (`/ui`, issue 21) are tested in tests/browser.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from kraft.server.api_spec import ENDPOINTS
+from tests.design_doc import DESIGN
 
-DESIGN = Path(__file__).resolve().parents[3] / "docs" / "DESIGN.md"
 _SPAN = re.compile(r"`(?:(GET|POST|PUT|PATCH|DELETE) )?(/[^`\s]*)`")
 
 

@@ -4,26 +4,15 @@ statuses: a code the table lacks reaches a client undocumented."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 from kraft.controller.errors import HTTP_STATUS
-
-DESIGN = Path(__file__).resolve().parents[3] / "docs" / "DESIGN.md"
+from tests.design_doc import DESIGN, contract_errors
 
 
 def documented_errors(text: str) -> dict[str, set[int]]:
-    """Error code -> the statuses DESIGN 1.2's table gives it (`401 / 403`: both)."""
-    table = text[text.index("| status | error codes |") :]
+    """Error code -> the statuses DESIGN 1.2's table gives it."""
     out: dict[str, set[int]] = {}
-    for line in table.splitlines()[2:]:
-        if not line.startswith("|"):
-            break
-        status_cell, codes_cell = line.split("|")[1:3]
-        statuses = {int(s) for s in re.findall(r"\d{3}", status_cell)}
-        # a code is a word of capitals in backticks, outside the remarks in parentheses
-        for code in re.findall(r"`([A-Z][A-Z_]+)`", re.sub(r"\([^)]*\)", "", codes_cell)):
-            out.setdefault(code, set()).update(statuses)
+    for status, code in contract_errors(text):
+        out.setdefault(code, set()).add(status)
     return out
 
 

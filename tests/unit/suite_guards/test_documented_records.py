@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import fields
-from pathlib import Path
 
 from metadata_log.records import ALL_RECORD_TYPES, CONTROL_RECORD_TYPES
-
-DESIGN = Path(__file__).resolve().parents[3] / "docs" / "DESIGN.md"
+from tests.design_doc import DESIGN
 
 
 def documented_records(text: str) -> dict[str, tuple[int | None, bool, str]]:

@@ -9,13 +9,11 @@ write), and `decode.BASE_FIELDS` the records table's.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from spark_replay.decode import BASE_FIELDS
 from spark_replay.segment_replay import CAUSES
 from spark_replay.tables import TABLE_COLUMNS
-
-DESIGN = Path(__file__).resolve().parents[3] / "docs" / "DESIGN.md"
+from tests.design_doc import DESIGN
 
 
 def documented_tables(text: str) -> dict[str, tuple[list[str], dict[str, list[str]]]]:
