@@ -17,8 +17,9 @@ Usage::
     python benchmarks/whatif_bench.py --records 100000 --divergence
 
 `--divergence` times nothing: per scenario of the grid (one process, no Spark)
-it prints where its log first differs from the actual one and how many
-partitions keep the actual history rows (docs/what-if.md, Cost).
+it prints where its log first differs from the actual one, how many
+partitions keep the actual history rows, and how many of its ISR changes meet
+their partition as the actual run did (docs/what-if.md, Cost).
 
 `--floor` measures what no engine can skip (docs/what-if.md, "The floor"): the
 plain replay in Spark as above, then in one process, per scenario, the CPU of
@@ -161,6 +162,60 @@ def _rows_by_partition(tables: dict[str, Any], offsets: bool) -> dict[Any, list[
 OFFSET_COLUMNS = ("offset", "start_offset", "end_offset")
 
 
+def partition_states(facts: Any, scenario: Any) -> dict[int, tuple[Any, Any]]:
+    """Per lone AlterPartition the engine sends (by the fact's identity): its
+    partition and that partition as the scenario's controller has it then, all
+    `decision_key` reads but the epochs and the request (whether each replica
+    may join; the target and min ISR are the same in every scenario that keeps
+    the actual placement and config)."""
+    from spark_replay.whatif.engine import CountingSink, Engine, _can_join
+
+    states: dict[int, tuple[Any, Any]] = {}
+
+    class Probe(Engine):
+        def _alter_isr(self, cmd: Any) -> None:
+            image = self.ctl.image
+            topic = image.topics.get(cmd.topic_id)
+            p = None if topic is None else topic.partitions.get(cmd.partition_id)
+            state = None
+            if p is not None:
+                ok = 0
+                for r in p.replicas:
+                    ok = (ok << 1) | _can_join(image.brokers.get(r))
+                state = (
+                    p.replicas,
+                    p.isr,
+                    p.leader,
+                    p.elr,
+                    p.last_known_elr,
+                    p.leader_recovery_state,
+                    p.adding_replicas,
+                    p.removing_replicas,
+                    ok,
+                )
+            states[id(cmd)] = ((cmd.topic_id, cmd.partition_id), state)
+            super()._alter_isr(cmd)
+
+    Probe(facts, scenario, CountingSink(), None, None).run()
+    return states
+
+
+def same_states(actual: dict[int, Any], mine: dict[int, Any]) -> tuple[int, int]:
+    """How many of `mine`'s ISR changes meet their partition as the actual run
+    did, in all and before the partition's first difference."""
+    same = before = 0
+    differed: set[Any] = set()
+    for key, (part, state) in mine.items():
+        hit = key in actual and actual[key][1] == state
+        same += hit
+        if part not in differed:
+            if hit:
+                before += 1
+            else:
+                differed.add(part)
+    return same, before
+
+
 def divergence(log: Path, scenarios: list[Any], work: Path) -> dict[str, Any]:
     """Per scenario: the first offset where its counterfactual log differs from
     the actual log, and the partitions whose leader_elections and
@@ -179,7 +234,10 @@ def divergence(log: Path, scenarios: list[Any], work: Path) -> dict[str, Any]:
         return all(x.get((n, *p), []) == y.get((n, *p), []) for n in names)
 
     rows = []
+    in_force_states = partition_states(facts, scenarios[0])
     for s in scenarios:
+        states = in_force_states if s is scenarios[0] else partition_states(facts, s)
+        same_state, before_first = same_states(in_force_states, states)
         stats = write_counterfactual_log(facts, s, work / "log")
         mine = _batches(work / "log")
         first = next((a[0] for a, b in zip(actual, mine, strict=False) if a != b), None)
@@ -196,6 +254,9 @@ def divergence(log: Path, scenarios: list[Any], work: Path) -> dict[str, Any]:
                 "partitions": len(parts),
                 "same_rows_but_offsets": sum(same(a_rows, b_rows, p) for p in parts),
                 "same_rows": sum(same(a_rows_off, b_rows_off, p) for p in parts),
+                "isr_changes": len(states),
+                "isr_changes_meeting_the_actual_state": same_state,
+                "isr_changes_before_the_partitions_first_difference": before_first,
             }
         )
         shutil.rmtree(work / "log")

@@ -320,6 +320,21 @@ def _modes(tmp: Path) -> dict[str, tuple[str, Case]]:
                 timeout_s=240.0,
             ),
         ),
+        # one process, no Spark: where each scenario's log and state part from the actual's
+        "whatif_bench --divergence": (
+            "whatif_bench",
+            Case(
+                ("--divergence", "--records", "2000", "--work", str(tmp / "whatif")),
+                (
+                    "scenarios.1.first_differing_offset",
+                    "scenarios.1.same_rows",
+                    "scenarios.1.isr_changes",
+                    "scenarios.1.isr_changes_meeting_the_actual_state",
+                    "scenarios.1.isr_changes_before_the_partitions_first_difference",
+                ),
+                timeout_s=240.0,
+            ),
+        ),
     }
 
 
