@@ -163,36 +163,21 @@ OFFSET_COLUMNS = ("offset", "start_offset", "end_offset")
 
 
 def partition_states(facts: Any, scenario: Any) -> dict[int, tuple[Any, Any]]:
-    """Per lone AlterPartition the engine sends (by the fact's identity): its
-    partition and that partition as the scenario's controller has it then, all
-    `decision_key` reads but the epochs and the request (whether each replica
-    may join; the target and min ISR are the same in every scenario that keeps
-    the actual placement and config)."""
-    from spark_replay.whatif.engine import CountingSink, Engine, _can_join
+    """Per lone AlterPartition the engine is handed (by the fact's identity): its
+    partition and that partition as the scenario's controller has it then, as
+    `decision_key` reads it (epochs left out, whether each replica may join, the
+    min ISR and the ELR feature), for a request not yet built (no target)."""
+    from spark_replay.whatif.engine import CountingSink, Engine, decision_key
 
     states: dict[int, tuple[Any, Any]] = {}
 
     class Probe(Engine):
         def _alter_isr(self, cmd: Any) -> None:
-            image = self.ctl.image
-            topic = image.topics.get(cmd.topic_id)
+            topic = self.ctl.image.topics.get(cmd.topic_id)
             p = None if topic is None else topic.partitions.get(cmd.partition_id)
             state = None
             if p is not None:
-                ok = 0
-                for r in p.replicas:
-                    ok = (ok << 1) | _can_join(image.brokers.get(r))
-                state = (
-                    p.replicas,
-                    p.isr,
-                    p.leader,
-                    p.elr,
-                    p.last_known_elr,
-                    p.leader_recovery_state,
-                    p.adding_replicas,
-                    p.removing_replicas,
-                    ok,
-                )
+                state = decision_key(self.ctl, cmd.topic_id, cmd.partition_id, (), 0, p)
             states[id(cmd)] = ((cmd.topic_id, cmd.partition_id), state)
             super()._alter_isr(cmd)
 
