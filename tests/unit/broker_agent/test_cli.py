@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -86,11 +89,31 @@ def test_bad_values_are_errors(override: str) -> None:
         single("--override", override)
 
 
+@contextmanager
+def root_logging_kept() -> Iterator[None]:
+    """`main` sets the process's logging up (a root handler on the sys.stderr of
+    the moment, which capsys closes after the test): in the suite's process the
+    handler would outlive the test, and py4j's INFO line when Spark's gateway
+    connections close later would hit the closed stream ('--- Logging error ---'
+    under `make test-random`)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
 def test_user_errors_exit_2_without_traceback(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--broker-id", "4", "--controllers", "nope"]) == 2
-    err = capsys.readouterr().err
-    assert "must start with http" in err and "Traceback" not in err
-    assert main(["--broker-id", "4", "--controllers", URLS, "--override", "x"]) == 2
+    with root_logging_kept():
+        assert main(["--broker-id", "4", "--controllers", "nope"]) == 2
+        err = capsys.readouterr().err
+        assert "must start with http" in err and "Traceback" not in err
+        assert main(["--broker-id", "4", "--controllers", URLS, "--override", "x"]) == 2
+    assert not [h for h in logging.getLogger().handlers if type(h) is logging.StreamHandler], (
+        "main's root handler outlived the test"
+    )
 
 
 def test_percentile() -> None:
