@@ -9,6 +9,22 @@ from pathlib import Path
 DESIGN = Path(__file__).resolve().parents[1] / "docs" / "DESIGN.md"
 
 
+def section(text: str, heading: str) -> str:
+    """The part of a Markdown `text` under the heading line `heading` (its `#`s
+    included): up to the next heading of its level or above, or the end. Its
+    subsections (more `#`s) are part of it; a `#` line in a fenced code block (a
+    shell comment) is no heading."""
+    lines = text[text.index(heading + "\n") :].split("\n")
+    level = len(heading) - len(heading.lstrip("#"))
+    fenced = False
+    for i, line in enumerate(lines[1:], 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(rf"#{{1,{level}}} ", line):
+            return "\n".join(lines[:i])
+    return "\n".join(lines)
+
+
 def contract_errors(text: str | None = None) -> list[tuple[int, str]]:
     """(HTTP status, error code) of every row of DESIGN 1.2's error table (`401 /
     403`: one pair for each). A code is a word of capitals in backticks outside the

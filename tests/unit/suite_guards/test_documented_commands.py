@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.design_doc import DESIGN, section
+
 REPO = Path(__file__).resolve().parents[3]
 ENTRY_POINTS = {
     "kraft": "kraft.cli:main",
@@ -26,14 +28,6 @@ ENTRY_POINTS = {
 }
 _WORD = re.compile(r"^[a-z][a-z-]*(\|[a-z][a-z-]*)*$")
 _FLAG = re.compile(r"--[a-z][a-z0-9-]*")
-
-
-def _section(path: Path, heading: str) -> str:
-    text = path.read_text()
-    start = text.index(heading + "\n")
-    level = heading.split(" ")[0]
-    end = text.find("\n" + level + " ", start + len(heading))
-    return text[start : end if end >= 0 else len(text)]
 
 
 def _commands(table: str) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
@@ -73,17 +67,15 @@ def _help(prog: str, path: str) -> tuple[object, str]:
 
 
 TABLES = {
-    "DESIGN 1.1": (
-        REPO / "docs" / "DESIGN.md",
-        "### 1.1 Commands (console scripts from pyproject.toml)",
-    ),
+    "DESIGN 1.1": (DESIGN, "### 1.1 Commands (console scripts from pyproject.toml)"),
     "README Commands": (REPO / "README.md", "## Commands"),
 }
 
 
 @pytest.mark.parametrize("table", sorted(TABLES))
 def test_every_documented_command_and_option_exists(table: str) -> None:
-    commands = _commands(_section(*TABLES[table]))
+    path, heading = TABLES[table]
+    commands = _commands(section(path.read_text(), heading))
     assert len(commands) >= 15, commands  # the parsing found the table
     missing = []
     for prog, paths, flags in commands:
@@ -105,3 +97,10 @@ def test_the_parser_sees_a_wrong_option() -> None:
     assert (prog, paths, flags) == ("kraft", ("topics alter-configs",), ("--topic", "--config"))
     _, text = _help(prog, paths[0])
     assert "--add-config" in text and not re.search(r"--config\b", text)
+
+
+def test_a_section_ends_at_its_level_outside_code_blocks() -> None:
+    # README's Commands section has subsections and shell comments in code blocks
+    text = "# top\n## Commands\na\n### sub\n```sh\n# a comment\n```\nb\n## Next\nc\n"
+    assert section(text, "## Commands") == "## Commands\na\n### sub\n```sh\n# a comment\n```\nb"
+    assert section(text, "## Next") == "## Next\nc\n"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from kraft.server.api_spec import ENDPOINTS
-from tests.design_doc import DESIGN
+from tests.design_doc import DESIGN, section
 
 _SPAN = re.compile(r"`(?:(GET|POST|PUT|PATCH|DELETE) )?(/[^`\s]*)`")
 
@@ -18,11 +18,10 @@ def documented_endpoints(text: str) -> set[tuple[str, str]]:
     """(method, path) of every `METHOD /path` span of DESIGN 1.2; a bare `/path`
     after one takes its method ("`POST /raft/vote`, `/raft/fetch`"). A query
     string or an optional part in brackets is not part of the path."""
-    start = text.index("### 1.2 HTTP API of a controller")
-    section = text[start : text.index("\n### 1.3", start)]
+    part = section(text, "### 1.2 HTTP API of a controller")
     out: set[tuple[str, str]] = set()
     method = None
-    for m, path in _SPAN.findall(section):
+    for m, path in _SPAN.findall(part):
         if m:
             method = m
         elif method is None or not path.startswith("/raft/"):

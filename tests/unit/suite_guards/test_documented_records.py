@@ -8,7 +8,7 @@ import re
 from dataclasses import fields
 
 from metadata_log.records import ALL_RECORD_TYPES, CONTROL_RECORD_TYPES
-from tests.design_doc import DESIGN
+from tests.design_doc import DESIGN, section
 
 
 def documented_records(text: str) -> dict[str, tuple[int | None, bool, str]]:
@@ -16,10 +16,9 @@ def documented_records(text: str) -> dict[str, tuple[int | None, bool, str]]:
         control record; the text of its fields) from DESIGN 1.4's table. A row of
         several records lists their ids with commas and their fields with " / "; a
     parenthesis is a remark, not a name."""
-    start = text.index("### 1.4 Metadata records")
-    section = text[start : text.index("\n### 1.5", start)]
+    part = section(text, "### 1.4 Metadata records")
     out: dict[str, tuple[int | None, bool, str]] = {}
-    for line in section.splitlines():
+    for line in part.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
         if len(cells) != 3 or not re.match(r"^(control)?[ \d,]*$", cells[0]) or not cells[0]:
             continue

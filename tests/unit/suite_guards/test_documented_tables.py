@@ -13,16 +13,15 @@ import re
 from spark_replay.decode import BASE_FIELDS
 from spark_replay.segment_replay import CAUSES
 from spark_replay.tables import TABLE_COLUMNS
-from tests.design_doc import DESIGN
+from tests.design_doc import DESIGN, section
 
 
 def documented_tables(text: str) -> dict[str, tuple[list[str], dict[str, list[str]]]]:
     """Per table of DESIGN 1.6's table: its columns, and the values a column
     enumerates in parentheses (`state (`FENCED`, ...)`)."""
-    start = text.index("### 1.6 Spark replay output")
-    section = text[start : text.index("\n## ", start)]
+    part = section(text, "### 1.6 Spark replay output")
     out: dict[str, tuple[list[str], dict[str, list[str]]]] = {}
-    for line in section.splitlines():
+    for line in part.splitlines():
         m = re.match(r"^\| `(\w+)` \| [^|]+ \| (.+) \|$", line)
         if m is None:
             continue
