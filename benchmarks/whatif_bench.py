@@ -19,7 +19,9 @@ Usage::
 `--divergence` times nothing: per scenario of the grid (one process, no Spark)
 it prints where its log first differs from the actual one, how many
 partitions keep the actual history rows, and how many of its ISR changes meet
-their partition as the actual run did (docs/what-if.md, Cost).
+their partition as the actual run did; and of the actual log, how its ISR
+changes fall between the partitions' other records (`isr_change_runs`;
+docs/what-if.md, Cost).
 
 `--floor` measures what no engine can skip (docs/what-if.md, "The floor"): the
 plain replay in Spark as above, then in one process, per scenario, the CPU of
@@ -203,6 +205,40 @@ def same_states(actual: dict[int, Any], mine: dict[int, Any]) -> tuple[int, int]
     return same, before
 
 
+def isr_change_runs(batches: list[Any]) -> dict[str, int]:
+    """How the actual log's lone ISR changes (a batch of one PartitionChangeRecord
+    that sets the ISR and keeps the leader and replicas) fall between the
+    partition's other records. A run is a partition's ISR changes with no other
+    record of it between them; a run that another record of the partition ends
+    (a fence, an unfence, an election) leaves its last state where the
+    controller's own code reads it next. An engine that took ISR changes from
+    the actual log instead of deciding them would still have to put that state
+    in the controller's image before such a record: it could skip at most
+    `isr_changes - runs_ended_by_another_record` of the image's updates."""
+    from metadata_log.records import PartitionChangeRecord, PartitionRecord
+
+    open_runs: set[tuple[str, int]] = set()
+    changes = runs = ended = 0
+    for b in batches:
+        recs = b.records
+        if len(recs) == 1 and type(recs[0]) is PartitionChangeRecord:
+            r = recs[0]
+            if r.isr is not None and r.leader == -2 and r.replicas is None:
+                changes += 1
+                key = (r.topic_id, r.partition_id)
+                if key not in open_runs:
+                    open_runs.add(key)
+                    runs += 1
+                continue
+        for r in recs:
+            if type(r) is PartitionChangeRecord or type(r) is PartitionRecord:
+                key = (r.topic_id, r.partition_id)
+                if key in open_runs:
+                    open_runs.discard(key)
+                    ended += 1
+    return {"isr_changes": changes, "runs": runs, "runs_ended_by_another_record": ended}
+
+
 def divergence(log: Path, scenarios: list[Any], work: Path) -> dict[str, Any]:
     """Per scenario: the first offset where its counterfactual log differs from
     the actual log, and the partitions whose leader_elections and
@@ -249,7 +285,12 @@ def divergence(log: Path, scenarios: list[Any], work: Path) -> dict[str, Any]:
         shutil.rmtree(work / "log")
         shutil.rmtree(work / "tables")
     shutil.rmtree(work, ignore_errors=True)
-    return {"log": str(log), "last_batch_offset": actual[-1][0], "scenarios": rows}
+    return {
+        "log": str(log),
+        "last_batch_offset": actual[-1][0],
+        "actual_isr_change_runs": isr_change_runs(_decoded(log)),
+        "scenarios": rows,
+    }
 
 
 def _cpu(fn: Any, *args: Any) -> tuple[float, Any]:

@@ -331,6 +331,8 @@ def _modes(tmp: Path) -> dict[str, tuple[str, Case]]:
                     "scenarios.1.isr_changes",
                     "scenarios.1.isr_changes_meeting_the_actual_state",
                     "scenarios.1.isr_changes_before_the_partitions_first_difference",
+                    "actual_isr_change_runs.runs",
+                    "actual_isr_change_runs.runs_ended_by_another_record",
                 ),
                 timeout_s=240.0,
             ),
@@ -386,6 +388,23 @@ def test_benchmark_mode_prints_its_json(mode: str, tmp_path: Path) -> None:
     name, case = _modes(tmp_path)[mode]
     doc, where = _run(name, case, tmp_path)
     _assert_keys(doc, case, where)
+    check: Callable[[Any], None] | None = _MODE_EXTRA.get(mode)
+    if check is not None:
+        check(doc)
+
+
+def _isr_change_runs(doc: Any) -> None:
+    # a run holds at least one ISR change; another record ends at most each run once
+    # (the in-force scenario is handed every lone ISR change of the log, and more
+    # when AlterPartitions were group-committed)
+    r = doc["actual_isr_change_runs"]
+    assert 0 < r["runs"] <= r["isr_changes"] <= doc["scenarios"][0]["isr_changes"], r
+    assert 0 < r["runs_ended_by_another_record"] <= r["runs"], r
+
+
+_MODE_EXTRA: dict[str, Callable[[Any], None]] = {
+    "whatif_bench --divergence": _isr_change_runs,
+}
 
 
 def _replay_tables_equal(doc: Any) -> None:
