@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import re
 import shutil
 import sys
@@ -284,11 +283,6 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _under_spark_submit() -> bool:
-    """spark-submit starts the JVM first and hands the Python driver its gateway."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["what-if"]:  # issue 20: spark_replay/whatif
@@ -310,12 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spark-replay: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
 
-    from spark_replay.session import build_session, quiet_task_failures
+    from spark_replay.session import build_session, cli_master, quiet_task_failures
 
-    master = args.master
-    if master is None and not _under_spark_submit():
-        master = "local[*]"
-    spark = build_session(master)
+    spark = build_session(cli_master(args.master))
     quiet_task_failures(spark)
     try:
         result = run_job(

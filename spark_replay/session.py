@@ -13,6 +13,21 @@ import sys
 from typing import Any
 
 
+def under_spark_submit() -> bool:
+    """spark-submit starts the JVM first and hands the Python driver its gateway."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def cli_master(master: str | None) -> str | None:
+    """The master a command-line job asks for: the one given with --master;
+    without one, spark-submit's under spark-submit (None: asking for any other
+    would override the --master given to spark-submit, and the job would run in
+    the driver instead of on the cluster), else local[*]."""
+    if master is None and not under_spark_submit():
+        return "local[*]"
+    return master
+
+
 def build_session(
     master: str | None = "local[*]",
     app_name: str = "spark-replay",

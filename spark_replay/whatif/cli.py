@@ -44,7 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(default Kafka's: broker.session.timeout.ms=9000, ...)",
     )
     ap.add_argument("--racks", help="BROKER=RACK,... for a log without racks")
-    ap.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    ap.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default local[*]; under spark-submit, spark-submit's)",
+    )
     ap.add_argument("--no-report", action="store_true", help="leave report.html alone")
     return ap
 
@@ -64,10 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spark-replay what-if: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
 
-    from spark_replay.session import build_session, quiet_task_failures
+    from spark_replay.session import build_session, cli_master, quiet_task_failures
     from spark_replay.whatif.job import run_whatif
 
-    spark = build_session(args.master)
+    spark = build_session(cli_master(args.master))
     quiet_task_failures(spark)
     try:
         summary = run_whatif(

@@ -1,10 +1,14 @@
 """spark-replay on a real Spark standalone cluster: a master and two one-core
 workers from pyspark's own distribution on 127.0.0.1 (`spark_replay.cluster`),
 the job submitted with ``spark-submit --master spark://...`` as a user would.
-Its tables equal, row for row, those of the same job on local[2]."""
+Its tables equal, row for row, those of the same job on local[2]; and so do
+those of `spark-replay what-if`, submitted the same way to the same cluster
+(which once ran in the driver instead: its default --master overrode
+spark-submit's)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,8 +19,12 @@ import spark_replay.cli
 from spark_replay.cli import TABLES, run_job
 from spark_replay.cluster import StandaloneCluster, _alive
 from spark_replay.generator import GeneratorConfig, generate
+from spark_replay.whatif.job import TABLES as WHATIF_TABLES
+from spark_replay.whatif.job import run_whatif
+from spark_replay.whatif.scenario import build_scenarios
 
 SUBMIT_TIMEOUT_S = 300
+UNCLEAN = "unclean.leader.election.enable"
 
 
 def _rows(spark: Any, path: Path) -> list[tuple[Any, ...]]:
@@ -38,6 +46,9 @@ def test_job_on_a_two_worker_cluster_writes_the_tables_of_local_2(
     assert meta["segments"] >= 3
     local_out = tmp_path / "local"
     run_job(spark, data, local_out, report=False)
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps([{"name": "unclean", "set": {UNCLEAN: True}}]))
+    run_whatif(spark, data, local_out, build_scenarios([], grid=grid), report=False)
 
     bin_dir = Path(sys.executable).parent
     env = {
@@ -52,29 +63,35 @@ def test_job_on_a_two_worker_cluster_writes_the_tables_of_local_2(
         status = cluster.status()
         assert status is not None and len(status["workers"]) == 2
         pids = cluster.pids
-        proc = subprocess.run(
-            [
-                str(bin_dir / "spark-submit"),
-                "--master",
-                cluster.master_url,
-                "--conf",
-                "spark.executor.memory=768m",
-                spark_replay.cli.__file__,
-                "--log-dir",
-                str(data),
-                "--out",
-                str(cluster_out),
-                "--no-report",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=SUBMIT_TIMEOUT_S,
-            env=env,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        # the tasks ran on the workers' executors, not in the driver
-        apps = cluster.status()["completedapps"] + cluster.status()["activeapps"]  # type: ignore[index]
-        assert apps and apps[0]["cores"] >= 1
+        for job in ([], ["what-if", "--grid", str(grid)]):
+            proc = subprocess.run(
+                [
+                    str(bin_dir / "spark-submit"),
+                    "--master",
+                    cluster.master_url,
+                    "--conf",
+                    "spark.executor.memory=768m",
+                    spark_replay.cli.__file__,
+                    *job,
+                    "--log-dir",
+                    str(data),
+                    "--out",
+                    str(cluster_out),
+                    "--no-report",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=SUBMIT_TIMEOUT_S,
+                env=env,
+            )
+            assert proc.returncode == 0, (job, proc.stderr[-3000:])
+        # both jobs ran on the workers' executors, not in their drivers
+        status = cluster.status()
+        assert status is not None
+        apps = status["completedapps"] + status["activeapps"]
+        assert len(apps) == 2 and all(app["cores"] >= 1 for app in apps), apps
     assert not any(_alive(p) for p in pids)  # stopped: exactly the processes it started
-    for table in ("records", *TABLES):
+    for table in ("records", *TABLES, *WHATIF_TABLES):
         assert _rows(spark, cluster_out / table) == _rows(spark, local_out / table), table
+    summary = json.loads((cluster_out / "whatif_summary.json").read_text())
+    assert summary["identity"]["holds"] and len(summary["scenarios"]) == 2
