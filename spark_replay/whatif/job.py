@@ -3,13 +3,16 @@
 The driver reads the log's facts once (`facts.read_facts`, a few seconds per
 million records) and leaves them in OUT/_whatif_work for the tasks, while one
 Spark task builds the actual log's leader_elections and offline_partitions
-beside it (they need no facts). Then one Spark task per scenario runs the
-engine, builds the scenario's two tables as the engine writes its batches
+beside it (they need no facts; where they take longer, as when the CLI read
+the facts before Spark started, they go on beside the scenarios' tasks).
+Then one Spark task per scenario runs the engine, builds the scenario's two
+tables as the engine writes its batches
 (`replay.scenario_history`, no log written), writes its part of
 `whatif_elections` and `whatif_offline_partitions` and returns its figures
 (`metrics`). The in-force scenario writes its log: it is usually the actual
 log byte for byte (`replay.same_log`), and its tables are then the actual
-ones; otherwise it is replayed by the actual log's rules
+ones (the driver writes its parts from them once both jobs are done);
+otherwise it is replayed by the actual log's rules
 (`replay.history_tables`) for the identity check. The driver checks identity
 (the in-force scenario against the actual tables, row for row), writes
 `whatif_summary.json` and the "What if" section of report.html.
@@ -118,16 +121,15 @@ def run_item(item: tuple[int, Scenario | None, str, str, int, int]) -> dict[str,
             # otherwise replayed by the same rules as the actual log
             log = work / "log"
             stats = write_counterfactual_log(facts, scenario, log)
-            actual = Path(out) / WORK / "scenario-000"
-            if same_log(log, Path(log_dir)):
-                # the actual log again, byte for byte: the actual tables (already
-                # built by the actual log's task, which ran beside the facts)
-                raw = {n: pq.read_table(actual / f"{n}.parquet") for n in TABLE_NAMES}
-                stats["identical_log"] = True
-            else:
-                raw = history_tables(log, work / "tables")
-                stats["identical_log"] = False
+            identical = same_log(log, Path(log_dir))
             shutil.rmtree(log, ignore_errors=True)
+            stats["identical_log"] = identical
+            if identical:
+                # the actual log again, byte for byte: its tables are the actual
+                # ones, which the actual log's task may still be building; the
+                # driver writes this scenario's parts from them (`_in_force_parts`)
+                return {"name": name, "engine": stats, "metrics": None, "seconds": _since(t)}
+            raw = history_tables(log, work / "tables")
     shutil.rmtree(work / "tables", ignore_errors=True)
     tables = {n: with_scenario(t_, name) for n, t_ in raw.items()}
     for table_dir, name_in in TABLES.items():
@@ -144,12 +146,23 @@ def run_item(item: tuple[int, Scenario | None, str, str, int, int]) -> dict[str,
         metrics = scenario_metrics(
             tables["leader_elections"], tables["offline_partitions"], start_ms, end_ms
         )
-    return {
-        "name": name,
-        "engine": stats,
-        "metrics": metrics,
-        "seconds": round(time.perf_counter() - t, 3),
-    }
+    return {"name": name, "engine": stats, "metrics": metrics, "seconds": _since(t)}
+
+
+def _since(t: float) -> float:
+    return round(time.perf_counter() - t, 3)
+
+
+def _in_force_parts(out: Path, index: int, start_ms: int, end_ms: int) -> dict[str, Any]:
+    """The in-force scenario's table parts when its log is the actual one byte
+    for byte: the actual tables, labelled; and their figures."""
+    raw = {n: pq.read_table(out / WORK / "scenario-000" / f"{n}.parquet") for n in TABLE_NAMES}
+    tables = {n: with_scenario(t_, IN_FORCE) for n, t_ in raw.items()}
+    for table_dir, name_in in TABLES.items():
+        _write_part(str(out), table_dir, index, tables[name_in])
+    return scenario_metrics(
+        tables["leader_elections"], tables["offline_partitions"], start_ms, end_ms
+    )
 
 
 class _Background:
@@ -164,6 +177,7 @@ class _Background:
         self._sc = sc
         self._group = f"whatif-{uuid.uuid4().hex}"
         self._box: dict[str, Any] = {}
+        self.done_at: float | None = None  # when its job ended (perf_counter)
 
         def run() -> None:
             try:
@@ -171,6 +185,7 @@ class _Background:
                 self._box["result"] = sc.parallelize([item], 1).map(run_item).collect()[0]
             except BaseException as e:  # re-raised by result()
                 self._box["error"] = e
+            self.done_at = time.perf_counter()
 
         self._thread = InheritableThread(target=run, daemon=True)
         self._thread.start()
@@ -242,13 +257,14 @@ def _run(
     report: bool,
 ) -> dict[str, Any]:
     timings: dict[str, float] = {}
-    t = time.perf_counter()
+    t = t0 = time.perf_counter()
     (out / WORK).mkdir(parents=True)
     for table_dir in TABLES:
         (out / table_dir).mkdir()
     sc = spark.sparkContext
     # The actual log's tables need no facts: one task builds them while the
-    # driver reads the facts (one core each).
+    # driver reads the facts (one core each), and goes on beside the scenarios
+    # if it takes longer (a big log whose facts the CLI read before Spark).
     actual = _Background(sc, (0, None, str(log_dir), str(out), 0, 0), "the actual log's tables")
     try:
         if facts is None:
@@ -260,25 +276,29 @@ def _run(
             f"facts: {len(facts.units)} units, {facts.command_count} commands "
             f"({timings['facts_s']:.1f} s)"
         )
+        items = [
+            (i + 1, s, str(log_dir), str(out), facts.first_time_ms, facts.last_time_ms)
+            for i, s in enumerate(scenarios)
+        ]
+        # Tasks start in order: the in-force scenario last, as it usually builds
+        # no tables (its log is the actual one), so it fills the end of a slot.
+        items.sort(key=lambda item: item[1].name == IN_FORCE)  # type: ignore[union-attr]
+        t = time.perf_counter()
+        sc.setJobDescription(f"spark-replay what-if: {len(scenarios)} scenarios")
+        ran = sc.parallelize(items, len(items)).map(run_item).collect()
+        sc.setJobDescription(None)
+        timings["scenarios_s"] = time.perf_counter() - t
         actual_result = actual.result()
+        assert actual.done_at is not None
+        timings["actual_s"] = actual.done_at - t0  # from the job's start, beside the facts
     finally:
         actual.cancel()
-    timings["actual_s"] = time.perf_counter() - t
-    items = [
-        (i + 1, s, str(log_dir), str(out), facts.first_time_ms, facts.last_time_ms)
-        for i, s in enumerate(scenarios)
-    ]
-    # Tasks start in order: the in-force scenario last, as it usually builds no
-    # tables (its log is the actual one), so it fills the end of the other slot.
-    items.sort(key=lambda item: item[1].name == IN_FORCE)  # type: ignore[union-attr]
-    t = time.perf_counter()
-    sc.setJobDescription(f"spark-replay what-if: {len(scenarios)} scenarios")
-    ran = sc.parallelize(items, len(items)).map(run_item).collect()
-    sc.setJobDescription(None)
+    _progress(f"{len(scenarios)} scenarios replayed ({timings['scenarios_s']:.1f} s)")
     by_index = {item[0]: r for item, r in zip(items, ran, strict=True)}
     results = [by_index[i + 1] for i in range(len(scenarios))]
-    timings["scenarios_s"] = time.perf_counter() - t
-    _progress(f"{len(scenarios)} scenarios replayed ({timings['scenarios_s']:.1f} s)")
+    for index, r in by_index.items():
+        if r["name"] == IN_FORCE and r["engine"].get("identical_log"):
+            r["metrics"] = _in_force_parts(out, index, facts.first_time_ms, facts.last_time_ms)
     for table_dir in TABLES:
         (out / table_dir / "_SUCCESS").touch()
     actual_tables = {n: pq.read_table(out / WORK / "scenario-000" / f"{n}.parquet") for n in KEYS}
