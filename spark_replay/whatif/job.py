@@ -121,19 +121,17 @@ def run_item(item: tuple[int, Scenario | None, str, str, int, int]) -> dict[str,
             # otherwise replayed by the same rules as the actual log
             log = work / "log"
             stats = write_counterfactual_log(facts, scenario, log)
-            identical = same_log(log, Path(log_dir))
-            shutil.rmtree(log, ignore_errors=True)
-            stats["identical_log"] = identical
+            stats["identical_log"] = identical = same_log(log, Path(log_dir))
             if identical:
                 # the actual log again, byte for byte: its tables are the actual
                 # ones, which the actual log's task may still be building; the
                 # driver writes this scenario's parts from them (`_in_force_parts`)
+                shutil.rmtree(log, ignore_errors=True)
                 return {"name": name, "engine": stats, "metrics": None, "seconds": _since(t)}
             raw = history_tables(log, work / "tables")
+            shutil.rmtree(log, ignore_errors=True)
     shutil.rmtree(work / "tables", ignore_errors=True)
-    tables = {n: with_scenario(t_, name) for n, t_ in raw.items()}
-    for table_dir, name_in in TABLES.items():
-        _write_part(out, table_dir, index, tables[name_in])
+    tables = _labelled_parts(out, index, name, raw)
     if scenario is None or (name == IN_FORCE and not stats["identical_log"]):
         # kept for the identity check on the driver
         work.mkdir(parents=True, exist_ok=True)
@@ -141,11 +139,7 @@ def run_item(item: tuple[int, Scenario | None, str, str, int, int]) -> dict[str,
             pq.write_table(tab, str(work / f"{n}.parquet"))
     # the actual log's task runs before the facts give the log's times: the
     # driver computes its figures
-    metrics = None
-    if scenario is not None:
-        metrics = scenario_metrics(
-            tables["leader_elections"], tables["offline_partitions"], start_ms, end_ms
-        )
+    metrics = None if scenario is None else _figures(tables, start_ms, end_ms)
     return {"name": name, "engine": stats, "metrics": metrics, "seconds": _since(t)}
 
 
@@ -153,15 +147,32 @@ def _since(t: float) -> float:
     return round(time.perf_counter() - t, 3)
 
 
+def _labelled_parts(
+    out: str, index: int, name: str, raw: dict[str, pa.Table]
+) -> dict[str, pa.Table]:
+    """A run's two tables with their `scenario` column, written as its parts."""
+    tables = {n: with_scenario(t_, name) for n, t_ in raw.items()}
+    for table_dir, name_in in TABLES.items():
+        _write_part(out, table_dir, index, tables[name_in])
+    return tables
+
+
+def _figures(tables: dict[str, pa.Table], start_ms: int, end_ms: int) -> dict[str, Any]:
+    return scenario_metrics(
+        tables["leader_elections"], tables["offline_partitions"], start_ms, end_ms
+    )
+
+
+def _actual_tables(out: Path) -> dict[str, pa.Table]:
+    """The actual log's two tables, as its task left them for the driver."""
+    return {n: pq.read_table(out / WORK / "scenario-000" / f"{n}.parquet") for n in TABLE_NAMES}
+
+
 def _in_force_parts(out: Path, index: int, start_ms: int, end_ms: int) -> dict[str, Any]:
     """The in-force scenario's table parts when its log is the actual one byte
     for byte: the actual tables, labelled; and their figures."""
-    raw = {n: pq.read_table(out / WORK / "scenario-000" / f"{n}.parquet") for n in TABLE_NAMES}
-    tables = {n: with_scenario(t_, IN_FORCE) for n, t_ in raw.items()}
-    for table_dir, name_in in TABLES.items():
-        _write_part(str(out), table_dir, index, tables[name_in])
-    return scenario_metrics(
-        tables["leader_elections"], tables["offline_partitions"], start_ms, end_ms
+    return _figures(
+        _labelled_parts(str(out), index, IN_FORCE, _actual_tables(out)), start_ms, end_ms
     )
 
 
@@ -301,12 +312,8 @@ def _run(
             r["metrics"] = _in_force_parts(out, index, facts.first_time_ms, facts.last_time_ms)
     for table_dir in TABLES:
         (out / table_dir / "_SUCCESS").touch()
-    actual_tables = {n: pq.read_table(out / WORK / "scenario-000" / f"{n}.parquet") for n in KEYS}
-    actual_result["metrics"] = scenario_metrics(
-        actual_tables["leader_elections"],
-        actual_tables["offline_partitions"],
-        facts.first_time_ms,
-        facts.last_time_ms,
+    actual_result["metrics"] = _figures(
+        _actual_tables(out), facts.first_time_ms, facts.last_time_ms
     )
     results = [actual_result, *results]
     in_force = 1 + next(i for i, s in enumerate(scenarios) if s.name == IN_FORCE)

@@ -50,3 +50,34 @@ def test_the_in_force_task_runs_before_the_actual_tables_exist(tmp_path: Path) -
     }
     assert metrics["elections"] == tables["leader_elections"].num_rows > 0
     assert metrics["offline_windows"] == tables["offline_partitions"].num_rows > 0
+
+
+def test_an_in_force_log_that_differs_is_replayed_for_the_identity_check(
+    tmp_path: Path,
+) -> None:
+    """Told that a 30 s session was in force (the story ran with 9 s), the
+    in-force run refuses the registrations of brokers back within 30 s until
+    the old session ends: its log is not the actual one, so its
+    task replays that log by the actual log's rules, writes its parts and
+    keeps its tables for the driver's row-by-row identity check."""
+    log = tmp_path / "data"
+    generate(log, scaled_config(2000, 5))
+    [in_force] = build_scenarios([], in_force=["broker.session.timeout.ms=30000"])
+    facts = read_facts(log, in_force.session_timeout_ms)
+    out = tmp_path / "out"
+    (out / WORK).mkdir(parents=True)
+    for table_dir in TABLES:
+        (out / table_dir).mkdir()
+    save_facts(facts, out / WORK / "facts.pickle")
+
+    done = run_item((1, in_force, str(log), str(out), facts.first_time_ms, facts.last_time_ms))
+    assert done["engine"]["identical_log"] is False
+    assert done["metrics"]["elections"] > 0
+    kept = out / WORK / "scenario-001"
+    assert sorted(p.name for p in kept.iterdir()) == [
+        "leader_elections.parquet",
+        "offline_partitions.parquet",
+    ]  # the counterfactual log itself is gone
+    for table_dir, name in TABLES.items():
+        part = pq.read_table(out / table_dir / "part-00001.parquet")
+        assert part.drop_columns(["scenario"]).equals(pq.read_table(kept / f"{name}.parquet"))
