@@ -217,8 +217,9 @@ def identity(out: Path, in_force_index: int, identical_log: bool) -> dict[str, A
     """The in-force scenario's tables against the actual ones, row for row; when
     its log is the actual log byte for byte, its tables are the actual ones."""
     result: dict[str, Any] = {"holds": True, "identical_log": identical_log, "tables": {}}
+    actual = _actual_tables(out)
     for name, key in KEYS.items():
-        a = pq.read_table(out / WORK / "scenario-000" / f"{name}.parquet")
+        a = actual[name]
         if identical_log:
             result["tables"][name] = {
                 "actual_rows": a.num_rows,
