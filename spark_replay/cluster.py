@@ -211,18 +211,34 @@ class StandaloneCluster:
 STATE_FILE = "cluster.json"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The options (before or after the action) and, for `run`, the command
+    after `--`. The command is cut off first: a REMAINDER argument would also
+    swallow the options written after the action (`start --workers 4` started
+    two workers, and `run --workers 2 -- CMD` ran `--workers`)."""
     ap = argparse.ArgumentParser(
         prog="python -m spark_replay.cluster",
         description="A Spark standalone cluster on 127.0.0.1 from pyspark's distribution.",
+        usage="%(prog)s {start,stop,run} [--workers N] [--cores N] [--memory M] "
+        "[--state-dir DIR] [-- CMD ARGS... (run)]",
     )
     ap.add_argument("action", choices=("start", "stop", "run"))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cores", type=int, default=1, help="cores per worker")
     ap.add_argument("--memory", default="2g", help="memory per worker")
     ap.add_argument("--state-dir", default="/tmp/kraft-spark-cluster")
-    ap.add_argument("command", nargs=argparse.REMAINDER, help="run: -- CMD ARGS...")
+    cmd: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, cmd = argv[:cut], argv[cut + 1 :]
     args = ap.parse_args(argv)
+    if cmd and args.action != "run":
+        ap.error(f"a command after -- goes with run, not {args.action}")
+    return args, cmd
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, cmd = parse_args(sys.argv[1:] if argv is None else list(argv))
     state_dir = Path(args.state_dir)
     state = state_dir / STATE_FILE
     if args.action == "stop":
@@ -261,7 +277,6 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(url)
         return 0
-    cmd = [c for c in args.command if c != "--"] if args.command else []
     try:
         if not cmd:
             print(f"cluster: {url} (Ctrl-C stops it)", file=sys.stderr)
