@@ -294,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
         as_of_time = parse_time_ms(args.as_of_time) if args.as_of_time else None
         if args.as_of_offset is not None and args.as_of_offset < 0:
             raise UserError("--as-of-offset must be >= 0")
-        log_dir = Path(args.log_dir)
+        # absolute: the tasks open the log and write OUT by path, and an
+        # executor's working directory is not the driver's
+        log_dir = Path(args.log_dir).absolute()
         if not log_dir.exists():
             raise UserError(f"--log-dir {log_dir} does not exist")
         from spark_replay.datasource import list_log_files
@@ -312,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run_job(
             spark,
             log_dir,
-            args.out,
+            Path(args.out).absolute(),
             as_of_offset=args.as_of_offset,
             as_of_time_ms=as_of_time,
             report=not args.no_report,

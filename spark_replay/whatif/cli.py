@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # absolute: the tasks open the log and OUT's work files by path, and an
+    # executor's working directory is not the driver's
+    args.log_dir = str(Path(args.log_dir).absolute())
+    args.out = str(Path(args.out).absolute())
     try:
         scenarios = build_scenarios(args.set, args.grid, args.in_force, args.racks)
         if not Path(args.log_dir).exists():

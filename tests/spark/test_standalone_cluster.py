@@ -4,7 +4,8 @@ the job submitted with ``spark-submit --master spark://...`` as a user would.
 Its tables equal, row for row, those of the same job on local[2]; and so do
 those of `spark-replay what-if`, submitted the same way to the same cluster
 (which once ran in the driver instead: its default --master overrode
-spark-submit's)."""
+spark-submit's). Both are given relative paths, as a user types them (the
+executors once looked for them in their own working directories)."""
 
 from __future__ import annotations
 
@@ -73,16 +74,19 @@ def test_job_on_a_two_worker_cluster_writes_the_tables_of_local_2(
                     "spark.executor.memory=768m",
                     spark_replay.cli.__file__,
                     *job,
+                    # relative, as a user types them: the executors' working
+                    # directories are not the driver's
                     "--log-dir",
-                    str(data),
+                    data.name,
                     "--out",
-                    str(cluster_out),
+                    cluster_out.name,
                     "--no-report",
                 ],
                 capture_output=True,
                 text=True,
                 timeout=SUBMIT_TIMEOUT_S,
                 env=env,
+                cwd=tmp_path,
             )
             assert proc.returncode == 0, (job, proc.stderr[-3000:])
         # both jobs ran on the workers' executors, not in their drivers
