@@ -13,7 +13,14 @@ import pyarrow.parquet as pq
 
 from spark_replay.generator import generate, scaled_config
 from spark_replay.whatif.facts import read_facts
-from spark_replay.whatif.job import TABLES, WORK, _in_force_parts, run_item
+from spark_replay.whatif.job import (
+    TABLES,
+    WORK,
+    _actual_tables,
+    _figures,
+    _in_force_parts,
+    run_item,
+)
 from spark_replay.whatif.replay import save_facts
 from spark_replay.whatif.scenario import IN_FORCE, build_scenarios
 
@@ -37,7 +44,8 @@ def test_the_in_force_task_runs_before_the_actual_tables_exist(tmp_path: Path) -
     assert not [f for d in TABLES for f in (out / d).iterdir()]  # no part written yet
 
     actual = run_item((0, None, str(log), str(out), 0, 0))
-    metrics = _in_force_parts(out, 1, *span)
+    actual_tables = _actual_tables(out)
+    metrics = _in_force_parts(out, 1, actual_tables, _figures(actual_tables, *span))
     for table_dir, name in TABLES.items():
         part = pq.read_table(out / table_dir / "part-00001.parquet")
         expected = pq.read_table(out / WORK / "scenario-000" / f"{name}.parquet")
