@@ -23,14 +23,23 @@ from kraft.security.client_security import COMMAND_CONFIG_ENV, from_command_conf
 DEFAULT_BOOTSTRAP = os.environ.get("KRAFT_BOOTSTRAP", "http://127.0.0.1:9093")
 
 
-def add_bootstrap(p: argparse.ArgumentParser) -> None:
+def add_bootstrap(
+    p: argparse.ArgumentParser, timeout_s: float = 10.0, timeout_help: str = ""
+) -> None:
+    """--bootstrap, --timeout (seconds per request; `timeout_help` says what a
+    longer default waits for) and --command-config."""
     p.add_argument(
         "--bootstrap",
         default=DEFAULT_BOOTSTRAP,
         metavar="URL[,URL...]",
         help="any controller's URL (default: $KRAFT_BOOTSTRAP or %(default)s)",
     )
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=timeout_s,
+        help=f"seconds per request (default {timeout_s:g}{timeout_help})",
+    )
     p.add_argument(
         "--command-config",
         default=None,
@@ -134,8 +143,11 @@ def register(sub: Any) -> None:
     qr.add_argument("--node-id", type=int, required=True)
     qr.add_argument("--directory-id", required=True)
     for p in (qa, qr):
-        add_bootstrap(p)
-        p.set_defaults(timeout=60.0)
+        # the leader waits up to this long (less a second) for a new voter to catch up
+        # and for the change to commit
+        add_bootstrap(
+            p, timeout_s=60.0, timeout_help=": the leader waits for the voter and the commit"
+        )
 
 
 def _ids(ids: list[int] | None) -> str:
