@@ -150,11 +150,15 @@ class Fleet:
         new_errors = self.stats.errors - self._last_errors
         self._last_errors = self.stats.errors
         f = self.follower
-        meta = (
-            "metadata offset=? (discovering)"
-            if f is None or f.quorum is None
-            else f"metadata offset={f.committed_offset} caught_up={f.caught_up}"
-        )
+        if f is None or f.quorum is None:
+            waited = None if f is None else f.discovering_ms
+            meta = (
+                "metadata offset=? (discovering)"
+                if waited is None or waited < 1000
+                else f"metadata offset=? (discovering for {waited // 1000} s)"
+            )
+        else:
+            meta = f"metadata offset={f.committed_offset} caught_up={f.caught_up}"
         expansions = sum(a.isr.expansions for a in self.agents)
         shrinks = sum(a.isr.shrinks for a in self.agents)
         lat = (

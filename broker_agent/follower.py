@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -48,6 +49,13 @@ from metadata_log.records import Record, SnapshotFooter, SnapshotHeader
 from metadata_log.snapshot import SnapshotId
 
 log = logging.getLogger("broker_agent.follower")
+
+# A broker started with its controllers waits quietly for them at first; after
+# this long without a quorum it says why, then again at most every
+# DISCOVERY_WARN_EVERY_MS (a wrong port, scheme, credential or cluster id
+# otherwise leaves it STARTING with nothing in its log).
+DISCOVERY_WARN_AFTER_MS = 10_000
+DISCOVERY_WARN_EVERY_MS = 30_000
 
 
 async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
@@ -239,17 +247,26 @@ class QuorumInfo:
     urls: dict[int, str]  # voter id -> controller URL (those that answered)
 
 
+@dataclass(frozen=True)
+class Discovery:
+    """One round of `GET /v1/quorum`: the quorum, if a controller of the expected
+    cluster answered with its voters, and why each URL that did not count did not."""
+
+    info: QuorumInfo | None
+    problems: dict[str, str]  # controller URL -> why its answer did not count
+
+
 async def discover_quorum(
     session: aiohttp.ClientSession,
     controllers: Iterable[str],
     timeout_s: float,
     cluster_id: str | None = None,
     security: ClientSecurity = NONE,
-) -> QuorumInfo | None:
+) -> Discovery:
     """Ask every controller for `GET /v1/quorum` (in parallel, each with a timeout)."""
     urls = [u.rstrip("/") for u in controllers]
 
-    async def one(url: str) -> dict[str, Any] | None:
+    async def one(url: str) -> tuple[dict[str, Any] | None, str | None]:
         try:
             async with session.get(
                 url + "/v1/quorum",
@@ -257,26 +274,35 @@ async def discover_quorum(
                 timeout=aiohttp.ClientTimeout(total=timeout_s),
                 ssl=security.ssl,
             ) as resp:
+                text = await resp.text()
                 if resp.status != 200:
-                    return None
-                body = await resp.json(content_type=None)
-                return body if isinstance(body, dict) else None
-        except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
-            return None
+                    return None, f"HTTP {resp.status}: {_error_text(text)}"
+                body = json.loads(text)
+                if not isinstance(body, dict):
+                    return None, "its answer is not a quorum view"
+                return body, None
+        except TimeoutError:
+            return None, f"no answer within {timeout_s:g} s"
+        except ValueError:
+            return None, "its answer is not JSON"
+        except (aiohttp.ClientError, OSError) as e:
+            hint = ""
+            if url.startswith("http://") and isinstance(e, aiohttp.ServerDisconnectedError):
+                hint = " (is it a TLS listener? use https://)"
+            return None, f"{type(e).__name__}: {e}{hint}"
 
     answers = await asyncio.gather(*(one(u) for u in urls))
+    problems: dict[str, str] = {}
     ids: dict[int, str] = {}
     voters: set[int] = set()
     found_cluster: str | None = None
-    for url, body in zip(urls, answers, strict=True):
+    for url, (body, problem) in zip(urls, answers, strict=True):
         if body is None:
+            problems[url] = problem or "no answer"
             continue
         cid = body.get("cluster_id")
         if cluster_id is not None and cid != cluster_id:
-            log.warning(
-                "controller belongs to another cluster",
-                extra={"event": "cluster_mismatch", "url": url, "cluster_id": cid},
-            )
+            problems[url] = f"it belongs to cluster {cid!r}, not {cluster_id!r} (--cluster-id)"
             continue
         found_cluster = found_cluster or cid
         if type(body.get("node_id")) is int:
@@ -285,8 +311,21 @@ async def discover_quorum(
             if isinstance(v, dict) and type(v.get("node_id")) is int:
                 voters.add(v["node_id"])
     if found_cluster is None or not voters:
-        return None
-    return QuorumInfo(found_cluster, tuple(sorted(voters)), ids)
+        for url in urls:
+            problems.setdefault(url, "its quorum view names no voter or cluster id")
+        return Discovery(None, problems)
+    return Discovery(QuorumInfo(found_cluster, tuple(sorted(voters)), ids), problems)
+
+
+def _error_text(text: str) -> str:
+    """A controller's error body (``{error_code, message}``) as one short line."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "error_code" in body:
+        return f"{body['error_code']}: {body.get('message', '')}"[:200]
+    return text.strip()[:200] or "(empty body)"
 
 
 class MetadataFollower:
@@ -327,6 +366,7 @@ class MetadataFollower:
         self._ready_event = asyncio.Event()
         self._stop_event = asyncio.Event()
         self._stopped = False
+        self._discovering_since_ms: int | None = None  # clock() when discovery began
 
     # ------------------------------------------------------------- reading
 
@@ -458,17 +498,21 @@ class MetadataFollower:
 
     async def _discover(self) -> None:
         backoff = 0.1
+        self._discovering_since_ms = started = self.clock()
+        warn_at = started + DISCOVERY_WARN_AFTER_MS
         while not self._stopped:
-            info = await discover_quorum(
+            found = await discover_quorum(
                 self.session,
                 self.controllers,
                 self.discovery_timeout_s,
                 self.cluster_id,
                 self.security,
             )
+            info = found.info
             if info is not None:
                 self.quorum = info
                 self.cluster_id = info.cluster_id
+                self._discovering_since_ms = None
                 log.info(
                     "metadata quorum discovered",
                     extra={
@@ -479,14 +523,37 @@ class MetadataFollower:
                     },
                 )
                 return
+            now = self.clock()
+            if now >= warn_at:
+                warn_at = now + DISCOVERY_WARN_EVERY_MS
+                log.warning(
+                    "no controller of the metadata quorum answered; still trying",
+                    extra={
+                        "event": "quorum_unreachable",
+                        "waited_s": (now - started) // 1000,
+                        "problems": "; ".join(f"{u}: {why}" for u, why in found.problems.items()),
+                    },
+                )
             delay = min(self.max_discovery_backoff_s, backoff) * self.rng.uniform(0.8, 1.2)
             backoff *= 2
             await wait_event(self._stop_event, delay)
 
+    @property
+    def discovering_ms(self) -> int | None:
+        """How long discovery has gone on without a quorum (None: not discovering)."""
+        since = self._discovering_since_ms
+        return None if since is None else self.clock() - since
+
     async def _rediscover(self) -> None:
-        info = await discover_quorum(
-            self.session, self.controllers, self.discovery_timeout_s, self.cluster_id, self.security
-        )
+        info = (
+            await discover_quorum(
+                self.session,
+                self.controllers,
+                self.discovery_timeout_s,
+                self.cluster_id,
+                self.security,
+            )
+        ).info
         if info is None or self.quorum is None:
             return
         for vid, url in info.urls.items():
