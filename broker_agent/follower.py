@@ -283,13 +283,19 @@ async def discover_quorum(
                 return body, None
         except TimeoutError:
             return None, f"no answer within {timeout_s:g} s"
-        except ValueError:
-            return None, "its answer is not JSON"
+        except (aiohttp.ClientSSLError, aiohttp.ClientConnectorCertificateError) as e:
+            # before ValueError: a certificate error is one too (ssl.CertificateError)
+            return None, (
+                f"{type(e).__name__}: {e} (TLS: check ssl.truststore.location, "
+                "ssl.keystore.location and the certificate's names)"
+            )
         except (aiohttp.ClientError, OSError) as e:
             hint = ""
             if url.startswith("http://") and isinstance(e, aiohttp.ServerDisconnectedError):
                 hint = " (is it a TLS listener? use https://)"
             return None, f"{type(e).__name__}: {e}{hint}"
+        except ValueError:  # json.JSONDecodeError, or a body that is not text
+            return None, "its answer is not JSON"
 
     answers = await asyncio.gather(*(one(u) for u in urls))
     problems: dict[str, str] = {}

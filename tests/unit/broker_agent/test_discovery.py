@@ -17,6 +17,7 @@ import logging
 import random
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -29,6 +30,8 @@ from broker_agent.follower import (
     MetadataFollower,
     discover_quorum,
 )
+from kraft.security.certs import generate
+from kraft.security.tls import server_context
 
 CLUSTER = "right-cluster"
 VIEW = {"cluster_id": CLUSTER, "node_id": 1, "voters": [{"node_id": 1}]}
@@ -39,6 +42,37 @@ class Stubs:
     def __init__(self) -> None:
         self.urls: dict[str, str] = {}  # behaviour -> URL
         self.healthy = False  # the "later" stub answers like a controller once set
+
+
+@pytest.fixture
+async def tls_stub(tmp_path: Path) -> AsyncIterator[str]:
+    """A controller stub behind TLS with `kraft certs`' own CA (not trusted here)."""
+    generate(tmp_path, [1], [], admin=False)
+
+    async def view(_: web.Request) -> web.Response:
+        return web.json_response(VIEW)
+
+    app = web.Application()
+    app.router.add_get("/v1/quorum", view)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    tls = server_context(str(tmp_path / "controller-1.pem"), None, "none")
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls).start()
+    try:
+        yield f"127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_certificate_or_scheme_problem_is_named_as_one(tls_stub: str) -> None:
+    https, http = f"https://{tls_stub}", f"http://{tls_stub}"
+    async with aiohttp.ClientSession() as session:
+        found = await asyncio.wait_for(discover_quorum(session, [https, http], 2.0), WAIT_S)
+    assert found.info is None
+    # (a certificate error is also a ValueError: it once read "its answer is not JSON")
+    assert "CERTIFICATE_VERIFY_FAILED" in found.problems[https]
+    assert "check ssl.truststore.location" in found.problems[https]
+    assert found.problems[http].endswith("(is it a TLS listener? use https://)")
 
 
 def _closed_port() -> int:
