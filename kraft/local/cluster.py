@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kraft.local import saved_cluster
 from kraft.security.client_security import NONE, ClientSecurity, from_command_config, urllib_kwargs
 
 T = TypeVar("T")
@@ -481,7 +482,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "up",
         help="start controllers and broker agents as child processes; Ctrl-C stops them",
     )
-    up.add_argument("--controllers", type=int, default=3, help="quorum size (default 3)")
+    up.add_argument(
+        "--controllers",
+        type=int,
+        default=None,
+        help="quorum size: 3 for a new DATA_DIR; a restart keeps DATA_DIR's "
+        "(its ports and --secure too: DATA_DIR/cluster.json)",
+    )
     up.add_argument("--brokers", type=int, default=3, help="broker agents (default 3)")
     up.add_argument("--data-dir", default="cluster-data", help="default: ./cluster-data")
     up.add_argument(
@@ -515,20 +522,28 @@ def _parse_override(text: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir).resolve()
     try:
         overrides = dict(_parse_override(o) for o in args.override)
+        # a restart: the voters' URLs are in the log, so the same ports and scheme
+        controllers, ports = saved_cluster.controller_ports(
+            data_dir, args.controllers, args.secure, ClusterSpec.host
+        )
         spec = ClusterSpec(
-            args.controllers,
+            controllers,
             args.brokers,
-            Path(args.data_dir),
+            data_dir,
             controller_overrides=overrides,
             broker_overrides=overrides,
-            certs_dir=(Path(args.data_dir) / "certs").resolve() if args.secure else None,
+            certs_dir=(data_dir / "certs") if args.secure else None,
         )
     except ValueError as e:
         print(f"kraft cluster up: {e}", file=sys.stderr)
         return 2
-    cluster = LocalCluster(spec)
+    cluster = LocalCluster(spec, ports=list(ports) if ports else None)
+    saved_cluster.save(
+        data_dir, saved_cluster.SavedCluster(controllers, tuple(cluster.ports), args.secure)
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -116,6 +116,14 @@ def show_security(cluster: LocalCluster, broker_ids: list[int]) -> None:
 
 
 def run_demo(data_dir: Path, keep: bool, secure: bool = False) -> int:
+    if keep and any(data_dir.glob("controller-*/meta.properties")):
+        # its log names voters on other ports and already has the story's topics
+        print(
+            f"demo: {data_dir} holds a previous run's cluster, and the story needs a new "
+            "one: drop --keep to wipe it, or give another --data-dir",
+            file=sys.stderr,
+        )
+        return 2
     if data_dir.exists() and not keep:
         shutil.rmtree(data_dir)
     spec = demo_spec(data_dir, secure)
@@ -538,7 +546,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kraft-demo", description=__doc__)
     parser.add_argument("--data-dir", default="demo-data", help="default: ./demo-data")
     parser.add_argument(
-        "--keep", action="store_true", help="do not wipe the data dir from a previous run"
+        "--keep",
+        action="store_true",
+        help="do not wipe DATA_DIR first (its other files stay; it must not hold a "
+        "previous run's cluster)",
     )
     parser.add_argument(
         "--secure",

@@ -5,7 +5,10 @@ One run (module fixture) of `kraft cluster up --controllers 3 --brokers 2`: wait
 a leader and two unfenced brokers over HTTP, create a topic, kill -9 one broker (a
 child of cluster up, by the pid it printed) and wait for its fence, scrape every
 controller's /metrics, then SIGTERM cluster up: exit 0, every child pid gone, and
-each node's log is JSON lines with the state changes that happened.
+each node's log is JSON lines with the state changes that happened. Then
+`cluster up` again on the same DATA_DIR (a restart): the same URLs, a new leader
+epoch, the topic still there and both brokers unfenced; meanwhile a third one on
+that DATA_DIR, and one with another quorum size, exit 2 with one line each.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ SESSION_MS = 4000
 
 @dataclass
 class Run:
+    data: Path
     urls: dict[int, str]
     pids: dict[str, int]
     logs: dict[str, Path]
@@ -87,61 +91,15 @@ def _read_header(proc: subprocess.Popen[str], lines: list[str]) -> None:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     data = tmp_path_factory.mktemp("cluster-up")
-    cmd = [
-        sys.executable, "-m", "kraft.cli", "cluster", "up",
-        "--controllers", "3", "--brokers", "2",
-        "--data-dir", str(data),
-        "--status-interval", "1",
-        "--override", f"broker.session.timeout.ms={SESSION_MS}",
-        "--override", "broker.heartbeat.interval.ms=1000",
-    ]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    proc = _cluster_up(data, "--controllers", "3")
     lines: list[str] = []
     pids: dict[str, int] = {}
     try:
         _read_header(proc, lines)
-        urls: dict[int, str] = {}
-        logs: dict[str, Path] = {}
-        for line in lines:
-            m = re.match(r"\s+controller (\d+): (\S+)\s+pid (\d+)\s+\(log (\S+)\)", line)
-            if m:
-                urls[int(m[1])] = m[2]
-                pids[f"controller-{m[1]}"] = int(m[3])
-                logs[f"controller-{m[1]}"] = Path(m[4])
-            m = re.match(r"\s+broker (\d+): pid (\d+)\s+\(log (\S+)\)", line)
-            if m:
-                pids[f"broker-{m[1]}"] = int(m[2])
-                logs[f"broker-{m[1]}"] = Path(m[3])
+        urls, logs = _banner(lines, pids)
         assert len(urls) == 3 and len(pids) == 5, "".join(lines)
-
-        def leader() -> int | None:
-            for nid, url in urls.items():
-                try:
-                    status, q = http_json("GET", f"{url}/v1/quorum", timeout=1)
-                except OSError:
-                    continue
-                if status == 200 and q["state"] == "leader":
-                    return nid
-            return None
-
-        def brokers(lead: int) -> dict[int, dict[str, Any]]:
-            status, body = http_json("GET", f"{urls[lead]}/v1/brokers", timeout=2)
-            return {b["broker_id"]: b for b in body} if status == 200 else {}
-
-        lead = wait_for(leader, 30, "a controller leader")
-        wait_for(
-            lambda: (lambda v: len(v) == 2 and not any(b["fenced"] for b in v.values()))(
-                brokers(lead)
-            ),
-            30,
-            "two unfenced brokers",
-        )
+        lead = wait_for(lambda: _leader(urls), 30, "a controller leader")
+        wait_for(lambda: _unfenced(urls[lead]) == {4, 5}, 30, "two unfenced brokers")
         status, body = http_json(
             "POST",
             f"{urls[lead]}/v1/topics",
@@ -152,7 +110,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         victim = 4  # controllers are 1..3, brokers 4..5
         os.kill(pids[f"broker-{victim}"], signal.SIGKILL)
         wait_for(
-            lambda: brokers(lead).get(victim, {}).get("fenced"),
+            lambda: _brokers(urls[lead]).get(victim, {}).get("fenced"),
             SESSION_MS / 1000 + 15,
             f"broker {victim} fenced",
         )
@@ -179,14 +137,75 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         assert proc.stdout is not None
         output = "".join(lines) + proc.stdout.read()
         gone = {name: not _alive(pid) for name, pid in pids.items()}
-        yield Run(urls, pids, logs, lead, victim, metrics, code, output, gone)
+        yield Run(data, urls, pids, logs, lead, victim, metrics, code, output, gone)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        for pid in pids.values():  # only the children cluster up started
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        _kill(proc, pids)
+
+
+def _cluster_up(data: Path, *extra: str) -> subprocess.Popen[str]:
+    cmd = [
+        sys.executable, "-m", "kraft.cli", "cluster", "up", *extra,
+        "--brokers", "2",
+        "--data-dir", str(data),
+        "--status-interval", "1",
+        "--override", f"broker.session.timeout.ms={SESSION_MS}",
+        "--override", "broker.heartbeat.interval.ms=1000",
+    ]  # fmt: skip
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
+    )
+
+
+def _banner(lines: list[str], pids: dict[str, int]) -> tuple[dict[int, str], dict[str, Path]]:
+    """The controllers' URLs and the nodes' logs from cluster up's banner (pids
+    are added to `pids` as they are read, for the clean-up)."""
+    urls: dict[int, str] = {}
+    logs: dict[str, Path] = {}
+    for line in lines:
+        m = re.match(r"\s+controller (\d+): (\S+)\s+pid (\d+)\s+\(log (\S+)\)", line)
+        if m:
+            urls[int(m[1])] = m[2]
+            pids[f"controller-{m[1]}"] = int(m[3])
+            logs[f"controller-{m[1]}"] = Path(m[4])
+        m = re.match(r"\s+broker (\d+): pid (\d+)\s+\(log (\S+)\)", line)
+        if m:
+            pids[f"broker-{m[1]}"] = int(m[2])
+            logs[f"broker-{m[1]}"] = Path(m[3])
+    return urls, logs
+
+
+def _quorum(url: str) -> dict[str, Any] | None:
+    try:
+        status, q = http_json("GET", f"{url}/v1/quorum", timeout=1)
+    except OSError:
+        return None
+    return q if status == 200 else None
+
+
+def _leader(urls: dict[int, str]) -> int | None:
+    for nid, url in urls.items():
+        q = _quorum(url)
+        if q is not None and q["state"] == "leader":
+            return nid
+    return None
+
+
+def _brokers(url: str) -> dict[int, dict[str, Any]]:
+    status, body = http_json("GET", f"{url}/v1/brokers", timeout=2)
+    return {b["broker_id"]: b for b in body} if status == 200 else {}
+
+
+def _unfenced(url: str) -> set[int]:
+    return {i for i, b in _brokers(url).items() if not b["fenced"]}
+
+
+def _kill(proc: subprocess.Popen[str], pids: dict[str, int]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+    for pid in pids.values():  # only the children cluster up started
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _value(m: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
@@ -271,3 +290,67 @@ def test_the_banner_names_the_web_console_of_a_controller(run: Run) -> None:
     line = next(x for x in run.output.splitlines() if x.startswith("web console: "))
     url = line.split()[2]
     assert url.endswith("/ui") and url.removesuffix("/ui") in run.urls.values(), line
+
+
+@dataclass
+class Restart:
+    urls: dict[int, str]
+    epochs: tuple[int, int]  # the leader epoch before and after the restart
+    topic: dict[str, Any]
+    unfenced: set[int]
+    refused: dict[str, tuple[int, str]]  # a second cluster up on the dir: exit code, output
+    exit_code: int
+    output: str
+    gone: dict[str, bool]
+
+
+@pytest.fixture(scope="module")
+def restart(run: Run) -> Iterator[Restart]:
+    """`cluster up` again on the first run's DATA_DIR, without --controllers."""
+    proc = _cluster_up(run.data)
+    lines: list[str] = []
+    pids: dict[str, int] = {}
+    try:
+        _read_header(proc, lines)
+        urls, _logs = _banner(lines, pids)
+        lead = wait_for(lambda: _leader(urls), 30, "a leader after the restart")
+        q = _quorum(urls[lead])
+        assert q is not None
+        wait_for(lambda: _unfenced(urls[lead]) == {4, 5}, 30, "both brokers unfenced again")
+        status, topic = http_json("GET", f"{urls[lead]}/v1/topics/metrics-topic", timeout=5)
+        assert status == 200, topic
+        refused = {}
+        for name, extra in (("running", ()), ("five", ("--controllers", "5"))):
+            other = _cluster_up(run.data, *extra)
+            out, _ = other.communicate(timeout=30)
+            refused[name] = (other.returncode, out)
+        before = int(_value(run.metrics[run.leader], "kafka_server_raft_metrics_current_epoch"))
+        unfenced = _unfenced(urls[lead])
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+        assert proc.stdout is not None
+        output = "".join(lines) + proc.stdout.read()
+        gone = {name: not _alive(pid) for name, pid in pids.items()}
+        yield Restart(
+            urls, (before, q["leader_epoch"]), topic, unfenced, refused, code, output, gone
+        )
+    finally:
+        _kill(proc, pids)
+
+
+def test_a_restart_on_the_same_data_dir_is_the_same_cluster(run: Run, restart: Restart) -> None:
+    # the voters' URLs are in the metadata log: the same ports, or nobody is elected
+    assert restart.urls == run.urls
+    assert restart.epochs[1] > restart.epochs[0], restart.epochs
+    assert len(restart.topic["partitions"]) == 4, restart.topic
+    assert restart.unfenced == {4, 5}
+    assert restart.exit_code == 0 and all(restart.gone.values()), restart.output
+
+
+def test_a_second_cluster_up_on_a_running_data_dir_exits_2_in_one_line(restart: Restart) -> None:
+    code, out = restart.refused["running"]
+    assert code == 2 and out.count("\n") == 1, out
+    assert "is in use: is this cluster still running?" in out, out
+    code, out = restart.refused["five"]
+    assert code == 2 and out.count("\n") == 1, out
+    assert "holds a 3-controller cluster: start it with --controllers 3" in out, out
