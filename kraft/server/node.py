@@ -508,6 +508,7 @@ class ControllerNode:
         self.security_reloader.start()
         self.metrics.watch_gc()
         await self.raft.start(process_start_ms())
+        self._warn_of_moved_voters()
         log.info(
             "controller started",
             extra={
@@ -519,6 +520,29 @@ class ControllerNode:
                 "voters": sorted(self.raft.core.voters) if self.raft.core else [],
             },
         )
+
+    def _warn_of_moved_voters(self) -> None:
+        """Once a VotersRecord is in the log (KIP-853) its URLs win over --voters, so a
+        controller given another port or host for a voter keeps dialling the old
+        one, and with its own URL changed nobody reaches it: say so at start."""
+        core = self.raft.core
+        if core is None:
+            return
+        for voter in core.voter_set.voters:
+            given = self.voter_urls.get(voter.node_id)
+            if given and voter.url and given != voter.url.rstrip("/"):
+                log.warning(
+                    "the metadata log's voter set gives controller %d another URL than "
+                    "--voters; the log's is used: to move a controller, remove it and add "
+                    "it again (kraft quorum remove-controller / add-controller)",
+                    voter.node_id,
+                    extra={
+                        "event": "voter_url_differs",
+                        "voter": voter.node_id,
+                        "url_in_log": voter.url,
+                        "url_given": given,
+                    },
+                )
 
     async def stop(self, timeout_s: float = 5.0) -> None:
         """Graceful: stop the controller, resign Raft leadership (EndQuorumEpoch), stop

@@ -15,6 +15,7 @@ from kraft.controller.quorum_controller import ControllerConfig, QuorumControlle
 from kraft.controller.requests import RegisterBrokerRequest
 from kraft.server.node import (
     ControllerNode,
+    NodeSettings,
     directory_id_of,
     format_or_check,
     new_directory_id,
@@ -150,3 +151,45 @@ def test_a_controller_added_at_run_time_owns_its_node_id():
     with pytest.raises(ApiError) as e:
         ctl.register_broker(RegisterBrokerRequest.parse(register_body(8, "c")), 0, 1)
     assert e.value.code == "INVALID_REQUEST" and "controller" in str(e.value)
+
+
+async def test_a_voter_given_another_url_than_the_logs_is_named_at_start(tmp_path, caplog):
+    """The log's voter set (KIP-853) wins over --voters: a controller restarted with
+    its voters on other ports would dial the old ones, so it says so (that is how
+    `kraft cluster up` on new ports hung in silence)."""
+    from kraft.config import CONTROLLER_KEYS, load_config
+    from tests.unit.raft_shell.raft_harness import free_ports
+    from tests.unit.server.test_node import FAST
+
+    old, new = free_ports(2)
+    cfg = load_config(CONTROLLER_KEYS, None, FAST)
+
+    async def run(port: int) -> ControllerNode:
+        s = NodeSettings(1, {1: ("127.0.0.1", port)}, tmp_path / "c1", "cid", config=cfg)
+        node = ControllerNode(s)
+        await node.start()
+        return node
+
+    node = await run(old)
+    try:
+        await _wait(lambda: _voters_committed(node), 10, "the VotersRecord committed")
+    finally:
+        await node.stop(2.0)
+    assert not [r for r in caplog.records if getattr(r, "event", "") == "voter_url_differs"]
+    node = await run(new)
+    await node.stop(2.0)
+    (warning,) = [r for r in caplog.records if getattr(r, "event", "") == "voter_url_differs"]
+    assert warning.levelname == "WARNING"
+    assert (warning.voter, warning.url_in_log) == (1, f"http://127.0.0.1:{old}")
+    assert warning.url_given == f"http://127.0.0.1:{new}"
+
+
+async def _voters_committed(node: ControllerNode) -> bool:
+    """The first leader's VotersRecord (with its directory id) is committed."""
+    core = node.raft.core
+    return (
+        core is not None
+        and core.voters_version >= 1
+        and core.pending_voter_change is None
+        and bool(core.voter_set.voters[0].directory_id)
+    )
