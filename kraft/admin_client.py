@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,7 +115,11 @@ class AdminClient:
                 f"{base}: {type(e).__name__}: {e} (TLS: check ssl.truststore.location, "
                 "ssl.keystore.location and the certificate's names)",
             ) from None
-        except (TimeoutError, aiohttp.ClientError, OSError) as e:
+        except TimeoutError:
+            raise ClientError(
+                "NETWORK", f"{base}: no answer within {self.timeout.total:g} s (--timeout)"
+            ) from None
+        except (aiohttp.ClientError, OSError) as e:
             hint = ""
             if base.startswith("http://") and isinstance(e, aiohttp.ServerDisconnectedError):
                 hint = " (is it a TLS listener? use https:// and a truststore)"
@@ -125,6 +130,7 @@ class AdminClient:
         rng = random.Random()
         order = list(self.urls)
         last: ClientError | None = None
+        started = time.monotonic()
         for attempt in range(self.max_attempts):
             base = self._preferred or order[attempt % len(order)]
             try:
@@ -142,7 +148,15 @@ class AdminClient:
                     self._preferred = None
             await asyncio.sleep(min(2.0, self.backoff_s * 2**attempt) * (0.8 + 0.4 * rng.random()))
         assert last is not None
-        raise last
+        # the last error alone would hide that every controller was tried for a while
+        raise ClientError(
+            last.code,
+            f"{last.message} (gave up after {self.max_attempts} "
+            f"attempt{'s' if self.max_attempts != 1 else ''} over "
+            f"{time.monotonic() - started:.0f} s)",
+            last.status,
+            last.body,
+        )
 
     # ------------------------------------------------------------ API helpers
 

@@ -332,12 +332,31 @@ async def _quorum(client: AdminClient, args: argparse.Namespace) -> int:
     if args.action in ("add-controller", "remove-controller"):
         return await _voter_change(client, args)
     view = await client.quorum(leader=False)
+    unreachable: ClientError | None = None
     if view.get("state") != "leader" and view.get("leader_url"):
         # the leader has every replica's log end offset and fetch times
-        view = await client.call_once(view["leader_url"].rstrip("/"), "GET", "/v1/quorum")
+        try:
+            view = await client.call_once(view["leader_url"].rstrip("/"), "GET", "/v1/quorum")
+        except ClientError as e:
+            # in an outage this is the command run first: show what a live node knows
+            unreachable = e
+            print(
+                f"kraft quorum: the leader this node knows (node {view.get('leader_id')}, "
+                f"epoch {view.get('leader_epoch')}) did not answer: {e}. Below is node "
+                f"{view.get('node_id')}'s own view (state {view.get('state')}); exit code 1",
+                file=sys.stderr,
+            )
+    if unreachable is None and view.get("state") != "leader":
+        print(
+            f"kraft quorum: node {view.get('node_id')} knows no leader (state "
+            f"{view.get('state')}, epoch {view.get('leader_epoch')}). Below is its own view; "
+            "exit code 1",
+            file=sys.stderr,
+        )
+    code = 0 if view.get("state") == "leader" else 1
     if args.json:
         print(json.dumps(view, indent=2, sort_keys=True))
-        return 0
+        return code
     voters = view.get("voters", [])
     observers = view.get("observers", [])
     if args.replication:
@@ -354,7 +373,7 @@ async def _quorum(client: AdminClient, args: argparse.Namespace) -> int:
                     f"{r.get('log_end_offset', -1):<14}{r.get('lag', '-')!s:<8}"
                     f"{_ago(r.get('last_fetch_timestamp')):<22}{_ago(r.get('last_caught_up_timestamp')):<24}{status}"
                 )
-        return 0
+        return code
     lags = [r.get("lag", 0) or 0 for r in voters if r["node_id"] != view.get("leader_id")]
     now = int(time.time() * 1000)  # timestamp: DescribeQuorum's times are wall clock
     lag_times = [
@@ -370,7 +389,7 @@ async def _quorum(client: AdminClient, args: argparse.Namespace) -> int:
     print(f"MaxFollowerLagTimeMs:   {max(lag_times) if lag_times else 0}")
     print(f"CurrentVoters:          {_id_list(voters)}")
     print(f"CurrentObservers:       {_id_list(observers)}")
-    return 0
+    return code
 
 
 HANDLERS: dict[str, Callable[[AdminClient, argparse.Namespace], Awaitable[int]]] = {
