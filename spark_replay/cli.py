@@ -57,6 +57,20 @@ class UserError(Exception):
     """Something the user can fix: printed as one line, no traceback."""
 
 
+def usable_out(out: str | Path) -> Path:
+    """OUT as an absolute path (the tasks write it by path, and an executor's working
+    directory is not the driver's), created if missing. UserError, before Spark
+    starts, when it cannot hold the outputs."""
+    path = Path(out).absolute()
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--out {path} is a file, not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"--out {path} cannot be created: {e.strerror or e}") from None
+    return path
+
+
 def user_message(exc: BaseException) -> str | None:
     """The log error inside a (Spark) exception, if it is one of ours."""
     if isinstance(exc, MetadataLogError):
@@ -302,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         from spark_replay.datasource import list_log_files
 
         list_log_files(log_dir, fmt=args.format)
+        out = usable_out(args.out)
     except (UserError, MetadataLogError) as e:
         print(f"spark-replay: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -314,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run_job(
             spark,
             log_dir,
-            Path(args.out).absolute(),
+            out,
             as_of_offset=args.as_of_offset,
             as_of_time_ms=as_of_time,
             report=not args.no_report,

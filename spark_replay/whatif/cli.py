@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from metadata_log.errors import MetadataLogError
+from spark_replay.cli import UserError, usable_out
 from spark_replay.whatif.scenario import KNOWN_KEYS, ScenarioError, build_scenarios
 
 EXIT_USER_ERROR = 2
@@ -58,17 +59,18 @@ def main(argv: list[str] | None = None) -> int:
     # absolute: the tasks open the log and OUT's work files by path, and an
     # executor's working directory is not the driver's
     args.log_dir = str(Path(args.log_dir).absolute())
-    args.out = str(Path(args.out).absolute())
     try:
         scenarios = build_scenarios(args.set, args.grid, args.in_force, args.racks)
         if not Path(args.log_dir).exists():
             raise ScenarioError(f"--log-dir {args.log_dir} does not exist")
+        # before the facts, which take minutes on a big log
+        args.out = str(usable_out(args.out))
         from spark_replay.whatif.facts import read_facts
         from spark_replay.whatif.job import check_racks
 
         facts = read_facts(args.log_dir, scenarios[0].session_timeout_ms)
         check_racks(facts, scenarios)
-    except (ScenarioError, MetadataLogError) as e:
+    except (ScenarioError, MetadataLogError, UserError) as e:
         print(f"spark-replay what-if: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
 
