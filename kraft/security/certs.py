@@ -424,7 +424,12 @@ def register(sub: Any) -> None:
         help="ssl.client.auth written into the controllers' configs (default requested: "
         "a client certificate or a token)",
     )
-    p.add_argument("--days", type=int, default=365)
+    p.add_argument(
+        "--days",
+        type=_days,
+        default=365,
+        help="validity of the certificates (and CAs) written, in days (default 365)",
+    )
     rot = p.add_argument_group(
         "rotation (running nodes reload on SIGHUP or within security.reload.interval.ms)"
     )
@@ -456,6 +461,18 @@ def register(sub: Any) -> None:
         help="start: a new CA, trusted beside the old one (ca.pem holds both); finish: "
         "once every certificate is renewed, the new CA alone",
     )
+
+
+def _days(text: str) -> int:
+    """--days: a whole number of days >= 1 (0 would write certificates already
+    expired, and renewing every node's with them takes the cluster down)."""
+    try:
+        days = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days") from None
+    if days < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 day, got {days}")
+    return days
 
 
 def _run_rotation(args: argparse.Namespace) -> int:

@@ -118,3 +118,22 @@ def test_a_client_with_a_truststore_trusts_it_alone(certs: Path) -> None:
     assert ctx.minimum_version == ssl.TLSVersion.TLSv1_2
     with pytest.raises(TlsConfigError, match="nope.pem"):
         client_context(str(certs / "nope.pem"))
+
+
+@pytest.mark.parametrize(
+    ("days", "says"),
+    [("0", "at least 1 day, got 0"), ("-1", "got -1"), ("x", "'x' is not a whole number")],
+)
+def test_certs_days_below_one_is_refused_before_any_file_changes(
+    certs: Path, days: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--days 0 wrote certificates already expired (and -1 a traceback): with
+    --renew all that took every node down at its next handshake."""
+    from kraft.cli import main
+
+    before = {p.name: p.read_bytes() for p in certs.iterdir() if p.is_file()}
+    with pytest.raises(SystemExit) as e:
+        main(["certs", "--out", str(certs), "--renew", "all", "--days", days])
+    assert e.value.code == 2
+    assert says in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in certs.iterdir() if p.is_file()} == before
