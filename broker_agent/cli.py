@@ -143,8 +143,7 @@ def spec_from_args(args: argparse.Namespace, fleet: bool) -> FleetSpec:
         args.override,
         explicit={"node.id": None if fleet else args.broker_id, "broker.rack": args.rack},
     )
-    for key in config.unused:
-        log.info("unused config key", extra={"event": "config_unused", "key": key})
+    config.log_unused(log)
     raw_lag = str(config["broker.simulated.lag.probability"])
     try:
         lag = float(raw_lag)

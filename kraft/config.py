@@ -8,6 +8,7 @@ that names the key.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -479,6 +480,24 @@ class Config:
     def __init__(self, values: Mapping[str, Any], unused: Iterable[str]) -> None:
         self._values = dict(values)
         self.unused = sorted(unused)
+
+    def log_unused(self, log: logging.Logger) -> None:
+        """A warning per key no kraft process knows, most likely a typo (Kafka
+        warns: "supplied but isn't a known config"); an info line per key that
+        belongs to another role (one properties file may serve both)."""
+        for key in self.unused:
+            if key in KEYS:
+                log.info(
+                    "configuration key %s is not used by this process",
+                    key,
+                    extra={"event": "config_unused", "key": key},
+                )
+            else:
+                log.warning(
+                    "unknown configuration key %s (a typo?): it is ignored",
+                    key,
+                    extra={"event": "config_unknown", "key": key},
+                )
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]

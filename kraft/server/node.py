@@ -909,8 +909,7 @@ def _settings_from_args(args: Any) -> NodeSettings:
             raise ConfigError(f"--listen {args.listen!r} is not HOST:PORT") from None
     if args.cluster_id is not None and not args.cluster_id.strip():
         raise ConfigError("--cluster-id must not be empty")
-    for key in config.unused:
-        log.info("unused configuration key %s", key, extra={"event": "config_unused", "key": key})
+    config.log_unused(log)
     return NodeSettings(node_id, voters, Path(data_dir), args.cluster_id, listen, config, bootstrap)
 
 

@@ -61,3 +61,24 @@ def test_voters() -> None:
     assert parse_voters("1@[::1]:9000") == {1: ("::1", 9000)}
     with pytest.raises(ConfigError, match="appears twice"):
         parse_voters("1@a:1,1@b:2")
+
+
+def test_an_unknown_key_is_a_warning_and_another_roles_key_is_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A typo in a properties file used to be one INFO line among many."""
+    import logging
+
+    from kraft.config import BROKER_KEYS, CONTROLLER_KEYS
+
+    log = logging.getLogger("test.config")
+    overrides = ["broker.session.timeout.msx=6000", "broker.heartbeat.interval.ms=500"]
+    broker_only = next(k for k in BROKER_KEYS if k not in CONTROLLER_KEYS)
+    config = load_config(CONTROLLER_KEYS, None, [*overrides, f"{broker_only}=1"])
+    with caplog.at_level(logging.INFO, logger="test.config"):
+        config.log_unused(log)
+    levels = {r.key: (r.levelname, r.event) for r in caplog.records}
+    assert levels == {
+        "broker.session.timeout.msx": ("WARNING", "config_unknown"),
+        broker_only: ("INFO", "config_unused"),
+    }
