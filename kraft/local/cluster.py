@@ -541,9 +541,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"kraft cluster up: {e}", file=sys.stderr)
         return 2
     cluster = LocalCluster(spec, ports=list(ports) if ports else None)
-    saved_cluster.save(
-        data_dir, saved_cluster.SavedCluster(controllers, tuple(cluster.ports), args.secure)
-    )
+    try:
+        saved_cluster.save(
+            data_dir, saved_cluster.SavedCluster(controllers, tuple(cluster.ports), args.secure)
+        )
+    except OSError as e:
+        print(
+            f"kraft cluster up: cannot write {data_dir / saved_cluster.FILE}: {e}", file=sys.stderr
+        )
+        return 2
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
