@@ -15,7 +15,6 @@ import asyncio
 import json
 import logging
 import random
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from broker_agent.follower import (
     MetadataFollower,
     discover_quorum,
 )
+from kraft.local.cluster import free_ports
 from kraft.security.certs import generate
 from kraft.security.tls import server_context
 
@@ -75,12 +75,6 @@ async def test_a_certificate_or_scheme_problem_is_named_as_one(tls_stub: str) ->
     assert found.problems[http].endswith("(is it a TLS listener? use https://)")
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 async def stubs() -> AsyncIterator[Stubs]:
     st = Stubs()
@@ -119,7 +113,7 @@ async def stubs() -> AsyncIterator[Stubs]:
         await web.TCPSite(runner, "127.0.0.1", 0).start()
         st.urls[name] = f"http://127.0.0.1:{runner.addresses[0][1]}"
         runners.append(runner)
-    st.urls["closed"] = f"http://127.0.0.1:{_closed_port()}"
+    st.urls["closed"] = f"http://127.0.0.1:{free_ports(1)[0]}"  # nobody listens
     try:
         yield st
     finally:

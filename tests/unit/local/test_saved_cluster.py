@@ -8,20 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from kraft.local.cluster import free_ports
 from kraft.local.saved_cluster import FILE, SavedCluster, controller_ports, load, save
 
 HOST = "127.0.0.1"
-
-
-def _free_ports(n: int) -> tuple[int, ...]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind((HOST, 0))
-        return tuple(s.getsockname()[1] for s in socks)
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_a_new_data_dir_gets_new_ports_and_three_controllers(tmp_path: Path) -> None:
@@ -31,7 +21,7 @@ def test_a_new_data_dir_gets_new_ports_and_three_controllers(tmp_path: Path) -> 
 
 
 def test_a_restart_keeps_the_size_and_the_ports(tmp_path: Path) -> None:
-    ports = _free_ports(3)
+    ports = tuple(free_ports(3))
     save(tmp_path, SavedCluster(3, ports, secure=True))
     assert not list(tmp_path.glob("*.tmp"))
     assert load(tmp_path) == SavedCluster(3, ports, True)
@@ -50,7 +40,7 @@ def test_a_restart_keeps_the_size_and_the_ports(tmp_path: Path) -> None:
 def test_another_size_or_security_mode_is_refused(
     tmp_path: Path, controllers: int | None, secure: bool, says: str
 ) -> None:
-    save(tmp_path, SavedCluster(3, _free_ports(3), secure=True))
+    save(tmp_path, SavedCluster(3, tuple(free_ports(3)), secure=True))
     with pytest.raises(ValueError, match=says):
         controller_ports(tmp_path, controllers, secure, HOST)
 
@@ -60,7 +50,7 @@ def test_a_port_in_use_is_named(tmp_path: Path) -> None:
         busy.bind((HOST, 0))
         busy.listen()
         port = busy.getsockname()[1]
-        save(tmp_path, SavedCluster(2, (_free_ports(1)[0], port), secure=False))
+        save(tmp_path, SavedCluster(2, (free_ports(1)[0], port), secure=False))
         with pytest.raises(ValueError, match=f"port {port} of controller 2 .* is in use"):
             controller_ports(tmp_path, None, False, HOST)
 

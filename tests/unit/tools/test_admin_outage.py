@@ -7,7 +7,6 @@ long, and names a timeout as one."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -17,14 +16,9 @@ from aiohttp import web
 
 from kraft.admin_client import AdminClient, ClientError
 from kraft.cli import main
+from kraft.local.cluster import free_ports
 
 VOTERS = [{"node_id": i, "directory_id": f"d{i}", "log_end_offset": 40} for i in (1, 2, 3)]
-
-
-def _closed_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 class Stub:
@@ -97,7 +91,7 @@ def _view(state: str, leader_id: int | None, leader_url: str | None) -> dict[str
 def test_describe_shows_a_live_nodes_view_when_the_leader_does_not_answer(
     stub: Stub, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    dead = _closed_url()
+    dead = f"http://127.0.0.1:{free_ports(1)[0]}"  # nobody listens
     stub.view = _view("follower", 3, dead)
     code = main(["quorum", "describe", "--bootstrap", stub.url, "--timeout", "2"])
     out, err = capsys.readouterr()
