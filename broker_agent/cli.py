@@ -24,6 +24,7 @@ from typing import Any
 from broker_agent.agent import AgentSettings
 from broker_agent.fleet import RAMP_MS_PER_AGENT, Fleet, FleetSpec
 from broker_agent.isr import IsrConfig
+from kraft.arg_types import whole_number
 from kraft.config import BROKER_KEYS, SECURITY_KEYS, ConfigError, load_config
 from kraft.logs import setup_logging
 from kraft.raft.config import RaftConfig
@@ -33,13 +34,6 @@ from kraft.security.reload import Reloader
 log = logging.getLogger("broker_agent")
 
 DEFAULT_LAG_PROBABILITY = 0.05  # --simulate-lag without an explicit probability
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -65,7 +59,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         help=f"turn the seeded simulated-lag ISR model on (probability "
         f"{DEFAULT_LAG_PROBABILITY} per check unless broker.simulated.lag.probability is set)",
     )
-    p.add_argument("--seed", type=_int, default=0, help="seed of the simulated-lag model")
+    p.add_argument("--seed", type=whole_number(), default=0, help="seed of the simulated-lag model")
     p.add_argument(
         "--status-interval",
         type=float,
@@ -75,13 +69,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--status-port",
-        type=_int,
+        type=whole_number(),
         default=None,
         metavar="PORT",
         help="serve GET /status, GET /heartbeats?since=N and GET /v1/metadata on "
         "127.0.0.1:PORT (off by default)",
     )
-    p.add_argument("--listener-port", type=_int, default=9092, help="advertised PLAINTEXT port")
+    p.add_argument(
+        "--listener-port", type=whole_number(), default=9092, help="advertised PLAINTEXT port"
+    )
     p.add_argument(
         "--data-dir",
         default=None,
@@ -100,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="A KRaft broker lifecycle agent (registration, heartbeats, metadata "
         "observer, ISR changes, controlled shutdown). `broker-agent fleet --help` for fleets.",
     )
-    parser.add_argument("--broker-id", type=_int, required=True, help="this broker's node.id")
+    parser.add_argument(
+        "--broker-id", type=whole_number(), required=True, help="this broker's node.id"
+    )
     _common(parser)
     return parser
 
@@ -111,17 +109,19 @@ def build_fleet_parser() -> argparse.ArgumentParser:
         description="K simulated brokers in one process: one shared connection pool, one "
         "shared metadata observer (node id = --first-id).",
     )
-    parser.add_argument("--count", type=_int, required=True, help="how many agents (K)")
-    parser.add_argument("--first-id", type=_int, required=True, help="broker ids N .. N+K-1")
+    parser.add_argument("--count", type=whole_number(), required=True, help="how many agents (K)")
+    parser.add_argument(
+        "--first-id", type=whole_number(), required=True, help="broker ids N .. N+K-1"
+    )
     parser.add_argument(
         "--ramp-ms",
-        type=_int,
+        type=whole_number(),
         default=None,
         help=f"spread the agents' starts over this long (default: {RAMP_MS_PER_AGENT} ms per agent)",
     )
     parser.add_argument(
         "--max-connections",
-        type=_int,
+        type=whole_number(),
         default=100,
         help="connections to the controllers, all agents together (half of them carry only heartbeats)",
     )

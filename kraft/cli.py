@@ -6,15 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-
-def _nonnegative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {value}")
-    return value
+from kraft.arg_types import whole_number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("--json", action="store_true", help="one JSON object per record per line")
     dump.add_argument(
         "--from-offset",
-        type=_nonnegative,
+        type=whole_number(0),
         default=0,
         metavar="N",
         help="skip records below offset N",

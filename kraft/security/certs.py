@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kraft.arg_types import whole_number
 from kraft.security.credentials import hash_secret, new_secret
 
 
@@ -426,7 +427,8 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--days",
-        type=_days,
+        # 0 would write certificates already expired (--renew all: every node down)
+        type=whole_number(1, "days"),
         default=365,
         help="validity of the certificates (and CAs) written, in days (default 365)",
     )
@@ -461,18 +463,6 @@ def register(sub: Any) -> None:
         help="start: a new CA, trusted beside the old one (ca.pem holds both); finish: "
         "once every certificate is renewed, the new CA alone",
     )
-
-
-def _days(text: str) -> int:
-    """--days: a whole number of days >= 1 (0 would write certificates already
-    expired, and renewing every node's with them takes the cluster down)."""
-    try:
-        days = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days") from None
-    if days < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 day, got {days}")
-    return days
 
 
 def _run_rotation(args: argparse.Namespace) -> int:

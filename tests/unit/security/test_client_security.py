@@ -122,7 +122,7 @@ def test_a_client_with_a_truststore_trusts_it_alone(certs: Path) -> None:
 
 @pytest.mark.parametrize(
     ("days", "says"),
-    [("0", "at least 1 day, got 0"), ("-1", "got -1"), ("x", "'x' is not a whole number")],
+    [("0", "at least 1, got 0"), ("-1", "got -1"), ("x", "'x' is not a whole number")],
 )
 def test_certs_days_below_one_is_refused_before_any_file_changes(
     certs: Path, days: str, says: str, capsys: pytest.CaptureFixture[str]

@@ -1,0 +1,24 @@
+"""argparse types for the command lines: an integer, with a lower bound when one is
+given, refused with a usage line that names the value (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def whole_number(least: int | None = None, unit: str = "") -> Callable[[str], int]:
+    """An argparse `type`: an int >= `least` (any int when None); `unit` names it
+    in the messages ("days")."""
+    what = f"a whole number of {unit}" if unit else "an integer"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if least is not None and value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+
+    return parse
