@@ -332,28 +332,26 @@ async def _quorum(client: AdminClient, args: argparse.Namespace) -> int:
     if args.action in ("add-controller", "remove-controller"):
         return await _voter_change(client, args)
     view = await client.quorum(leader=False)
-    unreachable: ClientError | None = None
+    problem = None  # why the view printed is not the leader's (then exit 1)
     if view.get("state") != "leader" and view.get("leader_url"):
         # the leader has every replica's log end offset and fetch times
         try:
             view = await client.call_once(view["leader_url"].rstrip("/"), "GET", "/v1/quorum")
         except ClientError as e:
             # in an outage this is the command run first: show what a live node knows
-            unreachable = e
-            print(
-                f"kraft quorum: the leader this node knows (node {view.get('leader_id')}, "
-                f"epoch {view.get('leader_epoch')}) did not answer: {e}. Below is node "
-                f"{view.get('node_id')}'s own view (state {view.get('state')}); exit code 1",
-                file=sys.stderr,
+            problem = (
+                f"the leader this node knows (node {view.get('leader_id')}, epoch "
+                f"{view.get('leader_epoch')}) did not answer: {e}. Below is node "
+                f"{view.get('node_id')}'s own view (state {view.get('state')})"
             )
-    if unreachable is None and view.get("state") != "leader":
-        print(
-            f"kraft quorum: node {view.get('node_id')} knows no leader (state "
-            f"{view.get('state')}, epoch {view.get('leader_epoch')}). Below is its own view; "
-            "exit code 1",
-            file=sys.stderr,
+    if problem is None and view.get("state") != "leader":
+        problem = (
+            f"node {view.get('node_id')} knows no leader (state {view.get('state')}, epoch "
+            f"{view.get('leader_epoch')}). Below is its own view"
         )
-    code = 0 if view.get("state") == "leader" else 1
+    if problem is not None:
+        print(f"kraft quorum: {problem}; exit code 1", file=sys.stderr)
+    code = 0 if problem is None else 1
     if args.json:
         print(json.dumps(view, indent=2, sort_keys=True))
         return code
