@@ -70,7 +70,11 @@ class Browser:
         ):
             opts.add_argument(arg)
         opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-        self.driver = webdriver.Chrome(options=opts, service=Service(driver))
+        # chromium leaves a SingletonSocket folder in TMPDIR after it quits; each
+        # browser gets a TMPDIR of its own, removed by quit(), so runs leave nothing
+        self._tmp = tempfile.TemporaryDirectory(prefix="kraft-chromium-")
+        env = dict(os.environ, TMPDIR=self._tmp.name)
+        self.driver = webdriver.Chrome(options=opts, service=Service(driver, env=env))
         self.driver.set_page_load_timeout(20)
         self.driver.set_script_timeout(10)
         self.log: list[dict[str, Any]] = []
@@ -114,7 +118,10 @@ class Browser:
         return path
 
     def quit(self) -> None:
-        self.driver.quit()
+        try:
+            self.driver.quit()
+        finally:
+            self._tmp.cleanup()
 
 
 def wait(fn: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:
