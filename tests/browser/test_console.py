@@ -218,6 +218,48 @@ def test_killing_the_active_controller_shows_the_new_leader_on_a_survivors_page(
     assert page.js("return window.__sameDocument") == "yes"
 
 
+def test_a_quorum_without_majority_shows_a_warning_until_a_leader_is_back(
+    cluster: LocalCluster, page: Browser
+) -> None:
+    """Down to one live controller, the page says there is no active controller
+    (with the voters an election needs) and the live dot turns amber; with the
+    controllers started again, a leader is shown and the bar goes away."""
+    leader = cluster.wait_leader(20)["node_id"]
+    # a follower's page: a leader that loses its majority serves no view until it
+    # resigns (its reads wait for a commit), which is the failed-poll banner's case
+    survivor = next(n for n in cluster.controllers if n.alive() and n.node_id != leader)
+    open_console(page, survivor.url or "")
+    assert page.js("return document.getElementById('quorum-warning').hidden") is True
+    killed = [n.node_id for n in cluster.controllers if n.alive() and n is not survivor]
+    for node_id in killed:
+        cluster.kill9(node_id)
+    try:
+        bar = wait(
+            lambda: (
+                page.text("#quorum-warning")
+                if not page.js("return document.getElementById('quorum-warning').hidden")
+                else None
+            ),
+            30,
+            "the no-leader warning",
+        )
+        assert f"No active controller: controller {survivor.node_id} is " in bar, bar
+        assert "Electing one needs 2 of the 3 voters" in bar, bar
+        assert page.js("return document.getElementById('live').className") == "live warn"
+        assert page.js("return document.getElementById('leader').dataset.leaderId") == "unknown"
+    finally:
+        for node_id in killed:
+            cluster.start(node_id)
+    cluster.wait_leader(30)
+    wait(
+        lambda: page.js("return document.getElementById('quorum-warning').hidden") or None,
+        20,
+        "the warning gone once a leader is elected",
+    )
+    assert page.js("return document.getElementById('live').className") == "live ok"
+    assert page.js("return document.getElementById('leader').dataset.leaderId") != "unknown"
+
+
 def test_report_html_is_readable_at_laptop_and_phone_widths(
     cluster: LocalCluster, page: Browser, tmp_path: Path
 ) -> None:

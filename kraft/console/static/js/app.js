@@ -4,7 +4,7 @@
 
 import { getJSON, getText } from "./api.js";
 import { el } from "./dom.js";
-import { renderQuorum } from "./quorum.js";
+import { renderQuorum, quorumWarning } from "./quorum.js";
 import { renderBrokers } from "./brokers.js";
 import { renderPartitions, renderReassignments } from "./topics.js";
 import { addChanges, feedCursor } from "./feed.js";
@@ -47,10 +47,17 @@ async function poll() {
     addChanges(changes);
     charts.add(metrics, now);
     document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
-    document.getElementById("live").className = "live ok";
+    const warning = quorumWarning(quorum, cluster);
+    const bar = document.getElementById("quorum-warning");
+    bar.hidden = !warning;
+    bar.textContent = warning;
+    const live = document.getElementById("live");
+    live.className = warning ? "live warn" : "live ok";
+    live.title = warning ? "polling; the quorum is in trouble (see the bar)" : "live";
     banner("");
   } catch (e) {
     document.getElementById("live").className = "live failed";
+    document.getElementById("quorum-warning").hidden = true; // this poll learnt nothing of the quorum
     banner(`last poll failed: ${e.message}`);
   } finally {
     running = false;

@@ -40,6 +40,20 @@ export function renderQuorum(q, cluster, now) {
     el("a", { href: `${q.leader_url}/ui` }, `controller ${leader}'s console`), ".");
 }
 
+// The quorum's trouble in one sentence for the page's warning bar, or "" when
+// there is none: the serving node knows no leader (the quorum lost its
+// majority, or an election is under way). The tables keep showing the serving
+// node's image; the bar says so, and that nothing can be changed meanwhile.
+export function quorumWarning(q, cluster) {
+  if (q.leader_id !== null && q.leader_id !== undefined) return "";
+  const voters = (q.voters || []).length;
+  const majority = Math.floor(voters / 2) + 1;
+  const as = cluster ? ` as of offset ${cluster.offset}` : "";
+  return `No active controller: controller ${q.node_id} is ${q.state} in epoch ${q.leader_epoch} ` +
+    `and knows no leader. Electing one needs ${majority} of the ${voters} voters; until then ` +
+    `nothing can be changed, and this page shows controller ${q.node_id}'s image${as}.`;
+}
+
 function fetchAge(ts, now) {
   return ts && ts > 0 ? Math.max(0, now - ts) : null;
 }
