@@ -35,12 +35,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kraft.config import default_of
 from kraft.local import saved_cluster
 from kraft.security.client_security import NONE, ClientSecurity, from_command_config, urllib_kwargs
 
 T = TypeVar("T")
 
 _PR_SET_PDEATHSIG = 1
+# `kraft cluster up`'s stop: how long a controller may take after SIGTERM, and how
+# long past its own controlled-shutdown bound a broker agent may take to exit
+CONTROLLER_STOP_S = 30.0
+SHUTDOWN_GRACE_S = 10.0
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -123,6 +128,7 @@ class Node:
     popen: subprocess.Popen[bytes] | None = None
     starts: int = 0
     stopped: bool = False  # SIGSTOPped
+    killed_by_terminate: bool = False  # the last terminate() ended in SIGKILL
 
     @property
     def name(self) -> str:
@@ -336,6 +342,7 @@ class LocalCluster:
         node = self.nodes[node_id]
         if node.popen is None:
             return None
+        node.killed_by_terminate = False
         if node.alive():
             if node.stopped:
                 os.kill(node.popen.pid, signal.SIGCONT)
@@ -346,16 +353,38 @@ class LocalCluster:
         except subprocess.TimeoutExpired:
             os.kill(node.popen.pid, signal.SIGKILL)
             node.popen.wait(10)
+            node.killed_by_terminate = True
             return -signal.SIGKILL
 
-    def stop_all(self, timeout: float = 30.0) -> dict[str, int | None]:
-        """Brokers first (controlled shutdown needs a controller), then controllers, in parallel."""
+    def broker_shutdown_bound_s(self) -> float:
+        """How long a broker agent waits for its controlled shutdown before it gives
+        up and exits by itself (controlled.shutdown.timeout.ms)."""
+        ms = self.spec.broker_overrides.get("controlled.shutdown.timeout.ms")
+        return (int(ms) if ms is not None else default_of("controlled.shutdown.timeout.ms")) / 1000
+
+    def hurry_brokers(self) -> list[str]:
+        """SIGINT to every live broker agent: to one in its controlled shutdown it is
+        the second signal, which ends the wait at once (exit 0). The names signalled."""
+        hurried = []
+        for n in self.brokers:
+            if n.alive() and n.popen is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(n.popen.pid, signal.SIGINT)
+                    hurried.append(n.name)
+        return hurried
+
+    def stop_all(
+        self, timeout: float = 30.0, broker_timeout: float | None = None
+    ) -> dict[str, int | None]:
+        """Brokers first (controlled shutdown needs a controller), then controllers, in
+        parallel; each SIGKILLed after its group's timeout (brokers: `broker_timeout`,
+        else `timeout`)."""
         codes: dict[str, int | None] = {}
 
-        def stop_group(nodes: list[Node]) -> None:
+        def stop_group(nodes: list[Node], wait_s: float) -> None:
             threads = [
                 threading.Thread(
-                    target=lambda n=n: codes.__setitem__(n.name, self.terminate(n.node_id, timeout))
+                    target=lambda n=n: codes.__setitem__(n.name, self.terminate(n.node_id, wait_s))
                 )
                 for n in nodes
                 if n.popen is not None
@@ -365,8 +394,8 @@ class LocalCluster:
             for t in threads:
                 t.join()
 
-        stop_group(self.brokers)
-        stop_group(self.controllers)
+        stop_group(self.brokers, timeout if broker_timeout is None else broker_timeout)
+        stop_group(self.controllers, timeout)
         return codes
 
     def __enter__(self) -> LocalCluster:
@@ -581,9 +610,45 @@ def run(args: argparse.Namespace) -> int:
             if args.duration is not None and time.monotonic() - started >= args.duration:
                 break
     finally:
-        print("stopping: brokers first (controlled shutdown), then controllers ...", flush=True)
-        codes = cluster.stop_all()
+        # A broker whose controlled shutdown cannot finish (no active controller)
+        # gives up after its own bound and exits 0; it is killed only if it is
+        # still there some seconds later. Ctrl-C again hurries the brokers instead.
+        broker_wait = cluster.broker_shutdown_bound_s() + SHUTDOWN_GRACE_S
+
+        def on_second_signal(signum: int, _frame: object) -> None:
+            hurried = cluster.hurry_brokers()
+            if hurried:
+                print(f"skipping the controlled shutdown of {', '.join(hurried)}", flush=True)
+
+        for sig in old:
+            signal.signal(sig, on_second_signal)
+        print(
+            "stopping: brokers first (controlled shutdown, at most "
+            f"{broker_wait:.0f} s; Ctrl-C again skips it), then controllers ...",
+            flush=True,
+        )
+        gone = [n.name for n in cluster.nodes.values() if not n.alive()]
+        codes = cluster.stop_all(CONTROLLER_STOP_S, broker_timeout=broker_wait)
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        print("stopped: " + ", ".join(f"{k}={v}" for k, v in sorted(codes.items())), flush=True)
+        print("stopped: " + stopped_line(cluster, codes, gone, broker_wait), flush=True)
     return 0
+
+
+def stopped_line(
+    cluster: LocalCluster, codes: dict[str, int | None], gone: list[str], broker_wait: float
+) -> str:
+    """`name=code` per process, saying which had exited before the stop and which
+    the stop had to kill (and after how long)."""
+    parts = []
+    for n in sorted(cluster.nodes.values(), key=lambda n: n.name):
+        if n.name not in codes:
+            continue
+        part = f"{n.name}={codes[n.name]}"
+        if n.name in gone:
+            part += " (had exited)"
+        elif n.killed_by_terminate:
+            wait_s = broker_wait if n.role == "broker" else CONTROLLER_STOP_S
+            part += f" (killed: still running {wait_s:.0f} s after SIGTERM)"
+        parts.append(part)
+    return ", ".join(parts)

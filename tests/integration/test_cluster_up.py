@@ -142,6 +142,21 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         _kill(proc, pids)
 
 
+def _read_until(proc: subprocess.Popen[str], lines: list[str], text: str) -> None:
+    """Read cluster up's output up to a line holding `text` (bounded: the status
+    lines come every second until the stop)."""
+    deadline = time.monotonic() + 30
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return
+    raise AssertionError(f"no {text!r} in cluster up's output:\n{''.join(lines)}")
+
+
 def _cluster_up(data: Path, *extra: str) -> subprocess.Popen[str]:
     cmd = [
         sys.executable, "-m", "kraft.cli", "cluster", "up", *extra,
@@ -219,6 +234,9 @@ def test_sigterm_stops_everything_with_exit_0(run: Run) -> None:
     assert run.exit_code == 0, run.output
     assert all(run.gone.values()), f"children still running: {run.gone}"
     assert "stopping: brokers first" in run.output
+    # the stop says which process was gone before it (the broker killed above)
+    stopped = next(line for line in run.output.splitlines() if line.startswith("stopped: "))
+    assert "broker-4=-9 (had exited), broker-5=0, controller-1=0" in stopped, stopped
     # status lines showed the quorum and the brokers
     assert re.search(r"c\d:leader@\d+ hw=\d+", run.output), run.output
 
@@ -326,8 +344,19 @@ def restart(run: Run) -> Iterator[Restart]:
             refused[name] = (other.returncode, out)
         before = int(_value(run.metrics[run.leader], "kafka_server_raft_metrics_current_epoch"))
         unfenced = _unfenced(urls[lead])
+        # The stop with no controller left: the brokers' controlled shutdowns cannot
+        # finish (they would wait out their 30 s bound); a second signal skips them.
+        for nid in urls:
+            os.kill(pids[f"controller-{nid}"], signal.SIGKILL)
+        wait_for(
+            lambda: not any(_alive(pids[f"controller-{nid}"]) for nid in urls) or None,
+            10,
+            "the controllers gone",
+        )
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(60)
+        _read_until(proc, lines, "stopping: brokers first")
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(20)
         assert proc.stdout is not None
         output = "".join(lines) + proc.stdout.read()
         gone = {name: not _alive(pid) for name, pid in pids.items()}
@@ -345,6 +374,18 @@ def test_a_restart_on_the_same_data_dir_is_the_same_cluster(run: Run, restart: R
     assert len(restart.topic["partitions"]) == 4, restart.topic
     assert restart.unfenced == {4, 5}
     assert restart.exit_code == 0 and all(restart.gone.values()), restart.output
+
+
+def test_a_second_signal_skips_controlled_shutdowns_that_cannot_finish(restart: Restart) -> None:
+    """With every controller gone, Ctrl-C again ends the brokers' wait at once: they
+    exit 0 (their own second-signal path), not SIGKILLed after the bound."""
+    out = restart.output
+    assert "at most 40 s; Ctrl-C again skips it" in out, out
+    assert "skipping the controlled shutdown of broker-4, broker-5" in out, out
+    stopped = next(line for line in out.splitlines() if line.startswith("stopped: "))
+    assert "broker-4=0, broker-5=0" in stopped, stopped
+    for nid in (1, 2, 3):
+        assert f"controller-{nid}=-9 (had exited)" in stopped, stopped
 
 
 def test_a_second_cluster_up_on_a_running_data_dir_exits_2_in_one_line(restart: Restart) -> None:
