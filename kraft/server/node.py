@@ -61,6 +61,7 @@ from kraft.controller.quorum_controller import ControllerConfig, QuorumControlle
 from kraft.controller.topic_policy import TopicLimits
 from kraft.raft.config import RaftConfig
 from kraft.raft.state import LeaderAndEpoch
+from kraft.raft_shell.dir_lock import DataDirInUse, hold_dir_lock
 from kraft.raft_shell.driver import CommittedBatch, RaftClient
 from kraft.raft_shell.file_log_adapter import FileReplicatedLog
 from kraft.raft_shell.quorum_state import QuorumStateFile
@@ -942,7 +943,13 @@ async def learn_cluster_id(
 
 
 async def serve(settings: NodeSettings) -> int:
-    """Run a node until SIGTERM/SIGINT (exit 0) or a fatal error (exit 1)."""
+    """Run a node until SIGTERM/SIGINT (exit 0) or a fatal error (exit 1), holding its
+    data directory's lock throughout (DataDirInUse when another process holds it)."""
+    with hold_dir_lock(Path(settings.data_dir)):
+        return await _serve(settings)
+
+
+async def _serve(settings: NodeSettings) -> int:
     import signal
 
     if settings.bootstrap_controllers and settings.cluster_id is None:
@@ -1004,7 +1011,7 @@ def run_controller(args: Any) -> int:
     except ConfigError as e:
         print(f"kraft controller: error: {e}", file=sys.stderr)
         return 2
-    except (FormatError, OSError, MetadataLogError) as e:
+    except (FormatError, DataDirInUse, OSError, MetadataLogError) as e:
         print(f"kraft controller: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -104,3 +105,26 @@ def test_formats_serves_and_stops_cleanly(tmp_path):
     # a restart on the same directory keeps its cluster id and resigns its old epoch
     res = run("--node-id", "2", "--voters", f"2@127.0.0.1:{port}", "--data-dir", str(data))
     assert res.returncode == 1 and "belongs to node 1" in res.stderr
+
+
+def test_a_second_controller_on_a_data_dir_in_use_exits_1_and_leaves_it_alone(tmp_path):
+    """The data directory's lock is held (as by a running controller): another
+    `kraft controller` on it exits 1 in one line naming the holder, before it
+    formats, opens or writes anything there."""
+    from kraft.raft_shell.dir_lock import hold_dir_lock
+
+    data = tmp_path / "c1"
+    (port,) = free_ports(1)
+    with hold_dir_lock(data):
+        before = sorted(p.name for p in data.iterdir())
+        res = run("--node-id", "1", "--voters", f"1@127.0.0.1:{port}", "--data-dir", str(data))
+        after = sorted(p.name for p in data.iterdir())
+    assert res.returncode == 1, res.stderr
+    line = res.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line, res.stderr
+    assert line == (
+        f"kraft controller: error: {data} is in use by process {os.getpid()} (it holds "
+        f"{data}/.lock): one data directory per controller; stop that process or give "
+        "this one another --data-dir"
+    )
+    assert before == after == [".lock"]  # not formatted: no meta.properties, no log
