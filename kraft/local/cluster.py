@@ -601,11 +601,20 @@ def run(args: argparse.Namespace) -> int:
             )
         print("Ctrl-C stops the cluster.", flush=True)
         started = time.monotonic()
+        told: set[str] = set()  # exited nodes whose last words were printed
         while not stop.wait(args.status_interval):
-            dead = [n.name for n in cluster.nodes.values() if not n.alive()]
+            dead = [n for n in cluster.nodes.values() if not n.alive()]
+            for n in dead:
+                if n.name not in told and n.popen is not None:
+                    told.add(n.name)
+                    print(
+                        f"{n.name} exited with code {n.popen.returncode}: "
+                        f"{last_words(n.log_path)}  (log {n.log_path})",
+                        flush=True,
+                    )
             line = cluster.status_line()
             if dead:
-                line += "  exited: " + ",".join(dead)
+                line += "  exited: " + ",".join(n.name for n in dead)
             print(time.strftime("%H:%M:%S ") + line, flush=True)
             if args.duration is not None and time.monotonic() - started >= args.duration:
                 break
@@ -633,6 +642,28 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
         print("stopped: " + stopped_line(cluster, codes, gone, broker_wait), flush=True)
     return 0
+
+
+def last_words(log_path: Path, limit: int = 300) -> str:
+    """The last line of a node's log (its `msg`, and `error` if any, when the line is
+    JSON): why a node exited, e.g. `kraft controller: error: corrupt batch ...`."""
+    try:
+        with log_path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = [x for x in f.read().decode("utf-8", "replace").splitlines() if x.strip()]
+    except OSError as e:
+        return f"(its log cannot be read: {e})"
+    if not lines:
+        return "(nothing in its log)"
+    last = lines[-1].strip()
+    if last.startswith("{"):
+        with contextlib.suppress(ValueError):
+            doc = json.loads(last)
+            if isinstance(doc, dict) and "msg" in doc:
+                last, error = str(doc["msg"]), str(doc.get("error") or "")
+                if error and error not in last:
+                    last += f": {error}"
+    return last if len(last) <= limit else last[: limit - 3] + "..."
 
 
 def stopped_line(

@@ -234,6 +234,9 @@ def test_sigterm_stops_everything_with_exit_0(run: Run) -> None:
     assert run.exit_code == 0, run.output
     assert all(run.gone.values()), f"children still running: {run.gone}"
     assert "stopping: brokers first" in run.output
+    # the killed broker's exit was told as it happened, then again at the stop
+    assert re.search(r"broker-4 exited with code -9: .+  \(log \S+broker-4\.log\)", run.output)
+    assert run.output.count("broker-4 exited with code") == 1, run.output
     # the stop says which process was gone before it (the broker killed above)
     stopped = next(line for line in run.output.splitlines() if line.startswith("stopped: "))
     assert "broker-4=-9 (had exited), broker-5=0, controller-1=0" in stopped, stopped
