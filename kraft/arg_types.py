@@ -1,5 +1,5 @@
-"""argparse types for the command lines: an integer, with a lower bound when one is
-given, refused with a usage line that names the value (exit 2)."""
+"""argparse types for the command lines, refused with a usage line that names the
+value (exit 2): an integer, with a lower bound when one is given; a KEY=VALUE."""
 
 from __future__ import annotations
 
@@ -22,3 +22,12 @@ def whole_number(least: int | None = None, unit: str = "") -> Callable[[str], in
         return value
 
     return parse
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """An argparse `type`: KEY=VALUE as (key, value), both stripped; the value may be
+    empty, the key may not."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value.strip()

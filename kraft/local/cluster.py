@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kraft.arg_types import key_value
 from kraft.config import default_of
 from kraft.local import saved_cluster
 from kraft.security.client_security import NONE, ClientSecurity, from_command_config, urllib_kwargs
@@ -530,6 +531,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--override",
         action="append",
         default=[],
+        type=key_value,
         metavar="KEY=VALUE",
         help="a configuration value for every controller and broker (repeatable), "
         "e.g. broker.session.timeout.ms=6000",
@@ -543,17 +545,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
 
 
-def _parse_override(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise ValueError(f"--override {text!r} is not KEY=VALUE")
-    return key.strip(), value.strip()
-
-
 def run(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).resolve()
     try:
-        overrides = dict(_parse_override(o) for o in args.override)
+        overrides = dict(args.override)
         # a restart: the voters' URLs are in the log, so the same ports and scheme
         controllers, ports = saved_cluster.controller_ports(
             data_dir, args.controllers, args.secure, ClusterSpec.host

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kraft.admin_client import AdminClient, ClientError
+from kraft.arg_types import key_value
 from kraft.config import ConfigError
 from kraft.security.client_security import COMMAND_CONFIG_ENV, from_command_config
 
@@ -50,19 +51,6 @@ def add_bootstrap(
     )
 
 
-def _kv(items: list[str] | None, allow_delete: bool = False) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for item in items or []:
-        if "=" not in item:
-            if allow_delete:
-                out[item] = None
-                continue
-            raise SystemExit(f"kraft: error: config {item!r} is not key=value")
-        k, v = item.split("=", 1)
-        out[k] = v
-    return out
-
-
 def register(sub: Any) -> None:
     topics = sub.add_parser("topics", help="create, delete, list, describe and alter topics")
     tsub = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -76,7 +64,12 @@ def register(sub: Any) -> None:
         help="explicit replicas: '1:2:3,2:3:1' (partition 0 on 1,2,3; partition 1 on 2,3,1)",
     )
     c.add_argument(
-        "--config", action="append", metavar="KEY=VALUE", help="a topic config (repeatable)"
+        "--config",
+        action="append",
+        default=[],
+        type=key_value,
+        metavar="KEY=VALUE",
+        help="a topic config (repeatable)",
     )
     d = tsub.add_parser("delete", help="delete a topic")
     d.add_argument("--topic", required=True)
@@ -85,7 +78,9 @@ def register(sub: Any) -> None:
     ds.add_argument("--topic", default=None)
     ac = tsub.add_parser("alter-configs", help="set or delete topic configs")
     ac.add_argument("--topic", required=True)
-    ac.add_argument("--add-config", action="append", metavar="KEY=VALUE")
+    ac.add_argument(
+        "--add-config", action="append", default=[], type=key_value, metavar="KEY=VALUE"
+    )
     ac.add_argument("--delete-config", action="append", metavar="KEY")
     ap = tsub.add_parser("add-partitions", help="raise a topic's partition count")
     ap.add_argument("--topic", required=True)
@@ -182,7 +177,7 @@ def _print_topic(t: dict[str, Any]) -> None:
 
 async def _topics(client: AdminClient, args: argparse.Namespace) -> int:
     if args.action == "create":
-        body: dict[str, Any] = {"name": args.topic, "configs": _kv(args.config)}
+        body: dict[str, Any] = {"name": args.topic, "configs": dict(args.config)}
         if args.replica_assignment:
             try:
                 body["assignments"] = [
@@ -216,10 +211,11 @@ async def _topics(client: AdminClient, args: argparse.Namespace) -> int:
         for name in names:
             _print_topic(await client.describe_topic(name))
     elif args.action == "alter-configs":
-        configs = _kv(args.add_config)
+        configs: dict[str, str | None] = dict(args.add_config)
         configs.update({k: None for k in args.delete_config or []})
         if not configs:
-            raise SystemExit("kraft: error: give --add-config and/or --delete-config")
+            print("kraft topics: error: give --add-config and/or --delete-config", file=sys.stderr)
+            return 2
         res = await client.alter_configs(args.topic, configs)
         print(
             f"Completed updating config for topic {args.topic}: {json.dumps(res.get('configs', {}), sort_keys=True)}"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kraft.local.cluster import ClusterSpec, LocalCluster, _parse_override
+from kraft.arg_types import key_value
+from kraft.local.cluster import ClusterSpec, LocalCluster
 from kraft.server.metrics import GAUGES, ControllerMetrics
 
 
@@ -41,12 +43,13 @@ def test_spec_and_override_errors(tmp_path: Path) -> None:
         ClusterSpec(0, 1, tmp_path)
     with pytest.raises(ValueError, match="--brokers"):
         ClusterSpec(3, -1, tmp_path)
-    assert _parse_override(" broker.session.timeout.ms = 6000") == (
+    assert key_value(" broker.session.timeout.ms = 6000") == (
         "broker.session.timeout.ms",
         "6000",
     )
-    with pytest.raises(ValueError, match="KEY=VALUE"):
-        _parse_override("no-equals-sign")
+    for bad in ("no-equals-sign", "=6000", " =x"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not KEY=VALUE"):
+            key_value(bad)
 
 
 def test_metrics_render_every_name() -> None:
