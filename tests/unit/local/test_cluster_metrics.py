@@ -82,3 +82,15 @@ def test_a_missing_gauge_is_left_out() -> None:
     names = {f.name for f in text_string_to_metric_families(m.render()[0].decode())}
     assert "kafka_controller_kafkacontroller_activecontrollercount" in names
     assert "kafka_server_raft_metrics_high_watermark" not in names
+
+
+def test_the_stop_waits_for_the_brokers_own_controlled_shutdown_bound(tmp_path: Path) -> None:
+    """cluster up waits a broker's controlled.shutdown.timeout.ms (+ grace) before
+    SIGKILL; an override the brokers refuse leaves the default (no traceback)."""
+    for overrides, bound in (
+        ({}, 30.0),
+        ({"controlled.shutdown.timeout.ms": "2000"}, 2.0),
+        ({"controlled.shutdown.timeout.ms": "soon"}, 30.0),
+    ):
+        spec = ClusterSpec(1, 1, tmp_path, broker_overrides=overrides)
+        assert LocalCluster(spec).broker_shutdown_bound_s() == bound
