@@ -169,6 +169,15 @@ def generate(
     principal -> its properties file."""
     out.mkdir(parents=True, exist_ok=True)
     out = out.resolve()
+    # a new CA and new token hashes would lock every running node out of the cluster
+    # that trusts this directory's: growing or rotating it is --renew/--rotate-ca's job
+    for existing in ("ca.pem", "ca-key.pem", CREDENTIALS):
+        if (out / existing).exists():
+            raise CertsError(
+                f"{out} already holds a CA and credentials ({out / existing}); a new set "
+                "would lock out every node that trusts them. Renew or rotate with "
+                "--renew/--new-token/--rotate-ca, or remove the directory to start over"
+            )
     hosts = hosts or ["localhost", "127.0.0.1", "::1"]
     ca_cert, ca_key = make_ca(days)
     _write(out / "ca.pem", _pem(ca_cert), private=False)
@@ -353,8 +362,16 @@ def renew(out: Path, names: list[str], new_token: bool = False, days: int = 365)
 
 
 def revoke(out: Path, name: str) -> None:
-    """Remove a principal's token hash: controllers refuse its token once they reload."""
-    _set_credential(out.resolve(), name, None)
+    """Remove a principal's token hash: controllers refuse its token once they reload.
+    A name with no hash is refused (a typo would leave the intended token valid)."""
+    out = out.resolve()
+    known = sorted({q for q in map(_principal_of, _credential_lines(out)) if q is not None})
+    if name not in known:
+        raise CertsError(
+            f"{out / CREDENTIALS} holds no token of {name!r}: nothing revoked "
+            f"(its principals: {', '.join(known) or 'none'})"
+        )
+    _set_credential(out, name, None)
 
 
 def rotate_ca_start(out: Path, days: int = 365) -> None:
@@ -497,13 +514,14 @@ def _run_rotation(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    if args.new_token and not args.renew:
+        # alone it used to fall through to generate(): a new CA and no tokens
+        print("kraft certs: --new-token goes with --renew", file=sys.stderr)
+        return 2
     if args.renew or args.revoke or args.rotate_ca or args.drop_old_tokens:
         if args.controllers or args.brokers or args.admin:
             print("kraft certs: --renew/--revoke/--rotate-ca/--drop-old-tokens work on an existing --out "
                   "directory: give no --controllers/--brokers/--admin", file=sys.stderr)  # fmt: skip
-            return 2
-        if args.new_token and not args.renew:
-            print("kraft certs: --new-token goes with --renew", file=sys.stderr)
             return 2
         return _run_rotation(args)
     overlap = set(args.controllers) & set(args.brokers)
@@ -518,6 +536,9 @@ def run(args: argparse.Namespace) -> int:
             Path(args.out), args.controllers, args.brokers, args.admin, args.host,
             args.client_auth, args.days,
         )  # fmt: skip
+    except CertsError as e:
+        print(f"kraft certs: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         print(f"kraft certs: error: {e}", file=sys.stderr)
         return 1

@@ -137,3 +137,41 @@ def test_certs_days_below_one_is_refused_before_any_file_changes(
     assert e.value.code == 2
     assert says in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in certs.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "says"),
+    [
+        # alone it fell through to a fresh set: a new CA and no token hashes (exit 0)
+        (["--new-token"], 2, "--new-token goes with --renew"),
+        # no option, or the first command again (`make certs` twice): the same
+        ([], 2, "already holds a CA and credentials"),
+        (["--controllers", "1,2,3", "--brokers", "4", "--admin"], 2, "already holds a CA"),
+        (["--days", "30"], 2, "remove the directory to start over"),
+        # a typo'd principal printed "revoked" while the intended token stayed valid
+        (["--revoke", "brokr-4"], 1, "holds no token of 'brokr-4': nothing revoked"),
+    ],
+)
+def test_certs_never_replaces_or_misses_a_live_directory_s_material(
+    certs: Path, argv: list[str], code: int, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kraft.cli import main
+
+    before = {p.name: p.read_bytes() for p in certs.iterdir() if p.is_file()}
+    assert main(["certs", "--out", str(certs), *argv]) == code
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1, err
+    assert {p.name: p.read_bytes() for p in certs.iterdir() if p.is_file()} == before
+
+
+def test_certs_revokes_a_known_principal(
+    certs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from kraft.cli import main
+
+    own = shutil.copytree(certs, tmp_path / "certs")  # the module's set stays whole
+    assert main(["certs", "--out", str(own), "--revoke", "broker-4"]) == 0
+    assert "broker-4=" not in (own / "credentials.properties").read_text()
+    assert "revoked broker-4's token" in capsys.readouterr().out
