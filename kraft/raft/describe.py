@@ -30,8 +30,10 @@ def describe_quorum(core: RaftCore, now_ms: int) -> dict[str, Any]:
         "observers": [],
     }
     if isinstance(s, Leader):
-        out["voters"] = [_row(core, s, r, now_ms) for _, r in sorted(s.voter_states.items())]
-        out["observers"] = [_row(core, s, r, now_ms) for _, r in sorted(s.observer_states.items())]
+        out["voters"] = [_row(core, r, now_ms, True) for _, r in sorted(s.voter_states.items())]
+        out["observers"] = [
+            _row(core, r, now_ms, False) for _, r in sorted(s.observer_states.items())
+        ]
     else:
         out["voters"] = [
             {"node_id": v.node_id, "directory_id": v.directory_id} for v in core.voter_set
@@ -41,8 +43,12 @@ def describe_quorum(core: RaftCore, now_ms: int) -> dict[str, Any]:
     return out
 
 
-def _row(core: RaftCore, s: Leader, r: ReplicaState, now_ms: int) -> dict[str, Any]:
-    """One replica's progress as the leader sees it (its own row: its log end, now)."""
+def _row(core: RaftCore, r: ReplicaState, now_ms: int, voter_row: bool) -> dict[str, Any]:
+    """One replica's progress as the leader sees it (its own row: its log end, now).
+
+    A voter's row names the voter set's directory id; an observer's row the one it
+    fetches with, even when its node id is a voter's (a replacement controller on
+    a new disk, KIP-853: the id `add-controller` needs is the observer's)."""
     end = core.log.end_offset
     off = core.wall_offset_ms
 
@@ -53,7 +59,7 @@ def _row(core: RaftCore, s: Leader, r: ReplicaState, now_ms: int) -> dict[str, A
     leo = end if own else r.end_offset
     voter = core.voter_set.get(r.node_id)
     d = core.directory_id if own else r.directory_id
-    if voter is not None and voter.directory_id and r.node_id in s.voter_states:
+    if voter_row and voter is not None and voter.directory_id:
         d = voter.directory_id
     return {
         "node_id": r.node_id,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from kraft.raft.describe import describe_quorum
 from kraft.raft.errors import (
     CONCURRENT_VOTER_CHANGE,
     DUPLICATE_VOTER,
@@ -196,6 +197,12 @@ def test_replace_a_voter_whose_disk_was_wiped_without_losing_a_committed_record(
     sim.run_for(2_000)
     assert not sim.core(victim).is_voter
     assert sim.core(lid).voter_set.get(victim).directory_id == old_dir  # type: ignore[union-attr]
+    # describe --replication: the voter row keeps the old key, the observer row
+    # names the new disk's id (the one `add-controller` needs; it showed the old one)
+    d = describe_quorum(sim.core(lid), sim.now)
+    assert [r["directory_id"] for r in d["voters"] if r["node_id"] == victim] == [old_dir]
+    new_dir = sim.nodes[victim].directory_id
+    assert [r["directory_id"] for r in d["observers"] if r["node_id"] == victim] == [new_dir]
     # Its old key cannot be removed under another directory id...
     with pytest.raises(ReconfigError) as e:
         sim.core(lid).remove_voter(victim, "not-its-directory", sim.now)
