@@ -297,7 +297,9 @@ class RaftCore:
         commits, then resigns. Raises NotLeaderError or ReconfigError.
         """
         s = self._leader_for_reconfig(now_ms)
-        new = self._membership.after_remove(s, node_id, directory_id, self.high_watermark)
+        new = self._membership.after_remove(
+            s, node_id, directory_id, self.high_watermark, self._now, self.config.fetch_timeout_ms
+        )
         offset = self._append_voters(s, new)
         self._after()
         return offset

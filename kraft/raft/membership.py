@@ -249,6 +249,15 @@ class Membership:
                 f"node {node_id} is a voter with directory {cur.directory_id or '(unknown)'}: "
                 "remove that voter first",
             )
+        # Another voter's URL would have the quorum dial that voter for this one:
+        # when the real one is needed for a majority, no leader can be elected.
+        for v in self.voter_set:
+            if v.url and v.url == voter.url:
+                raise ReconfigError(
+                    INVALID_VOTER_CHANGE,
+                    f"{voter.url} is voter {v.node_id}'s URL; give node {node_id}'s own "
+                    "listener (its --listen)",
+                )
         r = s.observer_states.get(node_id)
         if r is None or r.directory_id != directory_id:
             raise ReconfigError(
@@ -267,10 +276,18 @@ class Membership:
         return self.voter_set.with_voter(voter)
 
     def after_remove(
-        self, s: Leader, node_id: int, directory_id: str, high_watermark: int
+        self,
+        s: Leader,
+        node_id: int,
+        directory_id: str,
+        high_watermark: int,
+        now_ms: int,
+        fetch_timeout_ms: int,
     ) -> VoterSet:
         """The voter set a RemoveVoter produces (id and, when given, directory id must
-        match), or ReconfigError. Removing the leader itself is allowed."""
+        match), or ReconfigError. Removing the leader itself is allowed; leaving
+        voters of which no majority is live (this leader, or fetching within the
+        fetch timeout) is not: they could neither commit the change nor elect."""
         self.check_ready(s, high_watermark)
         cur = self.voter_set.get(node_id)
         if cur is None or (
@@ -285,7 +302,29 @@ class Membership:
             )
         if len(self.voter_set) == 1:
             raise ReconfigError(INVALID_VOTER_CHANGE, "cannot remove the only voter")
-        return self.voter_set.without(node_id)
+        left = self.voter_set.without(node_id)
+
+        def live(vid: int) -> bool:
+            if vid == self.node_id:
+                return True
+            r = s.voter_states.get(vid)
+            return (
+                r is not None
+                and r.last_fetch_ms >= 0
+                and now_ms - r.last_fetch_ms <= fetch_timeout_ms
+            )
+
+        ids = sorted(v.node_id for v in left)
+        up = [v for v in ids if live(v)]
+        if len(up) < len(ids) // 2 + 1:
+            down = [v for v in ids if v not in up]
+            raise ReconfigError(
+                INVALID_VOTER_CHANGE,
+                f"removing voter {node_id} would leave voters {ids}, of which only "
+                f"{len(up)} {up} fetch from the leader: no majority to commit the change "
+                f"or elect a leader. Bring {down} back first (or remove a voter that is down)",
+            )
+        return left
 
     def with_directory_ids(self, s: Leader, high_watermark: int) -> VoterSet | None:
         """A quorum bootstrapped from a static list knows no directory ids: the

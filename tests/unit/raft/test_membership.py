@@ -15,6 +15,7 @@ from kraft.raft.describe import describe_quorum
 from kraft.raft.errors import (
     CONCURRENT_VOTER_CHANGE,
     DUPLICATE_VOTER,
+    INVALID_VOTER_CHANGE,
     LEADER_NOT_READY,
     VOTER_NOT_CAUGHT_UP,
     VOTER_NOT_FOUND,
@@ -335,3 +336,46 @@ def test_a_leader_that_removed_itself_and_crashed_before_the_commit_is_not_a_dea
     # ...then it is an observer for good.
     sim.run_for(5_000)
     assert sim.core(lid).state_name == "observer" and sim.leader() == y
+
+
+def test_a_new_voter_with_another_voter_s_url_is_refused() -> None:
+    """The quorum dials a voter at its URL: another voter's would make the new one
+    unreachable, and an election that needs it impossible."""
+    sim = new_sim(3, 1)
+    lid = leader_of(sim, frozenset({1, 2, 3}))
+    commit(sim, lid, 2)
+    settled(sim)
+    sim.run_for(1_000)  # the spare catches up
+    other = next(v for v in (1, 2, 3) if v != lid)
+    with pytest.raises(ReconfigError) as e:
+        sim.core(lid).add_voter(4, sim.nodes[4].directory_id, URL.format(other), sim.now)
+    assert e.value.code == INVALID_VOTER_CHANGE and not e.value.retriable
+    assert f"{URL.format(other)} is voter {other}'s URL" in str(e.value)
+    add(sim, 4)  # its own URL: accepted
+
+
+def test_removing_a_live_voter_while_another_is_down_is_refused() -> None:
+    """Voters {1, 2, 3} with one down: removing the other live follower would leave
+    two voters of which one is live, which can neither commit nor elect. Removing
+    the one that is down is what the operator may do."""
+    sim = new_sim(3, 0)
+    lid = leader_of(sim, frozenset({1, 2, 3}))
+    commit(sim, lid, 2)
+    settled(sim)
+    down, live = (v for v in (1, 2, 3) if v != lid)
+    sim.crash(down)
+    sim.run_for(sim.config.fetch_timeout_ms + 500)
+    c = sim.core(lid)
+    v = c.voter_set.get(live)
+    assert v is not None
+    with pytest.raises(ReconfigError) as e:
+        c.remove_voter(live, v.directory_id, sim.now)
+    assert e.value.code == INVALID_VOTER_CHANGE
+    left = sorted({lid, down})
+    assert f"removing voter {live} would leave voters {left}, of which only 1 [{lid}]" in str(
+        e.value
+    )
+    assert f"Bring [{down}] back first" in str(e.value)
+    assert c.voters == {1, 2, 3}  # nothing appended
+    remove(sim, down)
+    assert sim.core(sim.leader() or lid).voters == {lid, live}
