@@ -462,7 +462,7 @@ class ControllerNode:
         )
         app[SECURITY] = self.security
         app.add_routes(build_raft_routes(self.raft, s.get("replica.fetch.response.max.bytes")))
-        app.add_routes(build_quorum_routes(self.raft))
+        app.add_routes(build_quorum_routes(self.raft, lambda: self.controller.image.brokers))
         app.add_routes(build_routes(self.service, TopicLimits.from_config(s.config)))
         return app
 

@@ -15,6 +15,7 @@ in time; the message says which), 503 NOT_CONTROLLER.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Container
 from typing import Any
 
 from aiohttp import web
@@ -72,7 +73,12 @@ def _to_api_error(e: Exception, raft: RaftClient) -> ApiError:
     raise e
 
 
-def build_quorum_routes(raft: RaftClient) -> list[web.RouteDef]:
+def build_quorum_routes(
+    raft: RaftClient, broker_ids: Callable[[], Container[int]] = frozenset
+) -> list[web.RouteDef]:
+    """`broker_ids()`: the ids registered as brokers (a controller may not take one:
+    controllers and brokers share one id namespace, as in Kafka)."""
+
     def leader_or_hint() -> None:
         core = raft.core
         if core is None or not core.is_leader:
@@ -91,6 +97,12 @@ def build_quorum_routes(raft: RaftClient) -> list[web.RouteDef]:
             raise ApiError("INVALID_REQUEST", "field 'url' must be the voter's http(s):// URL")
         timeout_s = _timeout_s(body.get("timeout_ms"))
         leader_or_hint()
+        if node_id in broker_ids():
+            raise ApiError(
+                "INVALID_REQUEST",
+                f"node id {node_id} is a registered broker's; controllers and brokers share "
+                "one id namespace: give the controller another --node-id",
+            )
         try:
             offset = await raft.add_voter(node_id, directory_id, url, timeout_s)
         except (NotLeaderError, ReconfigError, TimeoutError) as e:

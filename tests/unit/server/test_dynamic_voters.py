@@ -114,6 +114,14 @@ async def test_voter_routes_refuse_clearly_and_the_snapshot_keeps_the_voter_set(
                     s, "POST", lurl + "/v1/brokers/register", register_body(b, c.cluster_id)
                 )
                 assert st == 200, body
+            # Node ids are one namespace: a registered broker's id is refused, and
+            # so is another voter's URL (the quorum would dial that voter instead).
+            add = {"node_id": 10, "directory_id": "x" * 22, "url": "http://127.0.0.1:1"}
+            st, body = await call(s, "POST", lurl + "/v1/quorum/voters", add)
+            assert st == 400 and "is a registered broker's" in body["message"], body
+            add = {"node_id": 9, "directory_id": "x" * 22, "url": lurl}
+            st, body = await call(s, "POST", lurl + "/v1/quorum/voters", add)
+            assert st == 400 and f"{lurl} is voter {leader.node_id}'s URL" in body["message"]
         other = next(i for i in (1, 2, 3) if i not in (leader.node_id, follower))
 
         async def trimmed():
