@@ -1,9 +1,12 @@
 """argparse types for the command lines, refused with a usage line that names the
-value (exit 2): an integer, with a lower bound when one is given; a KEY=VALUE."""
+value (exit 2): an integer, with a lower bound when one is given; a KEY=VALUE; a
+number of seconds above 0; a directory id."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import re
 from collections.abc import Callable
 
 
@@ -31,3 +34,28 @@ def key_value(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
     return key.strip(), value.strip()
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse `type`: a finite number of seconds above 0 (a timeout)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+_DIRECTORY_ID = re.compile(r"[A-Za-z0-9_-]{22}")
+
+
+def directory_id(text: str) -> str:
+    """An argparse `type`: a directory id as Kafka prints a Uuid (22 base64url
+    characters; meta.properties' directory.id)."""
+    if not _DIRECTORY_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a directory id (22 base64url characters: the directory.id "
+            "of the controller's meta.properties, or `kraft quorum describe --replication`)"
+        )
+    return text

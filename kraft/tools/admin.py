@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kraft.admin_client import AdminClient, ClientError
-from kraft.arg_types import key_value
+from kraft.arg_types import directory_id, key_value, positive_seconds, whole_number
 from kraft.config import ConfigError
 from kraft.security.client_security import COMMAND_CONFIG_ENV, from_command_config
 
@@ -37,7 +37,7 @@ def add_bootstrap(
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=timeout_s,
         help=f"seconds per request (default {timeout_s:g}{timeout_help})",
     )
@@ -123,8 +123,12 @@ def register(sub: Any) -> None:
             "`kraft quorum describe --replication` (Observer rows). One change at a time."
         ),
     )
-    qa.add_argument("--node-id", type=int, required=True, help="the new voter's node id")
-    qa.add_argument("--directory-id", required=True, help="the new voter's directory id")
+    qa.add_argument(
+        "--node-id", type=whole_number(0), required=True, help="the new voter's node id"
+    )
+    qa.add_argument(
+        "--directory-id", type=directory_id, required=True, help="the new voter's directory id"
+    )
     qa.add_argument("--url", required=True, help="the new voter's URL (http://HOST:PORT)")
     qr = qsub.add_parser(
         "remove-controller",
@@ -135,8 +139,8 @@ def register(sub: Any) -> None:
             "it hands over once the change commits."
         ),
     )
-    qr.add_argument("--node-id", type=int, required=True)
-    qr.add_argument("--directory-id", required=True)
+    qr.add_argument("--node-id", type=whole_number(0), required=True)
+    qr.add_argument("--directory-id", type=directory_id, required=True)
     for p in (qa, qr):
         # the leader waits up to this long (less a second) for a new voter to catch up
         # and for the change to commit

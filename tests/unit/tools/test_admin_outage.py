@@ -130,3 +130,26 @@ async def test_a_command_that_gives_up_says_how_long_it_tried(stub: Stub) -> Non
     assert e.value.code == "NETWORK"
     assert e.value.message.startswith(f"{stub.url}: no answer within 0.3 s (--timeout)")
     assert "(gave up after 4 attempts over " in e.value.message
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(stub: Stub) -> None:
+    """`kraft quorum describe --replication | head -1`: the pipe closes while the
+    rows are printed; exit 0, no BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    view = _view("leader", 1, None)
+    view["observers"] = [
+        {"node_id": 100 + i, "directory_id": f"o{i}", "log_end_offset": 40} for i in range(20_000)
+    ]
+    stub.view = view
+    stub.view["leader_url"] = stub.url
+    cmd = [sys.executable, "-m", "kraft.cli", "quorum", "describe", "--replication"]
+    cmd += ["--bootstrap", stub.url, "--timeout", "5"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()  # the header, then the reader goes away
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(30) == 0, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err

@@ -44,3 +44,31 @@ def test_alter_configs_with_nothing_to_change_exits_2_at_once(
     assert main(["topics", "alter-configs", "--topic", "t", *boot]) == 2
     err = capsys.readouterr().err  # a request to the closed port would be a NETWORK error
     assert err == "kraft topics: error: give --add-config and/or --delete-config\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        # it waited the whole --timeout (60 s), then said the node was "not fetching"
+        (
+            ["quorum", "add-controller", "--node-id", "7", "--directory-id", "not-an-id"]
+            + ["--url", "http://127.0.0.1:1"],
+            "argument --directory-id: 'not-an-id' is not a directory id (22 base64url",
+        ),
+        (
+            ["quorum", "remove-controller", "--node-id", "-7", "--directory-id", "x" * 22],
+            "argument --node-id: must be at least 0, got -7",
+        ),
+        (["brokers", "list", "--timeout", "-3"], "argument --timeout: must be more than 0 seconds"),
+        (["topics", "list", "--timeout", "nan"], "argument --timeout: must be more than 0 seconds"),
+        (["topics", "list", "--timeout", "soon"], "'soon' is not a number of seconds"),
+    ],
+)
+def test_voter_keys_and_timeouts_are_checked_before_any_request(
+    argv: list[str], needle: str, boot: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--bootstrap", boot[1]])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err, err

@@ -53,7 +53,8 @@ def test_numeric_defaults_in_help_are_the_real_ones() -> None:
 
 def test_a_voter_change_says_it_waits_60_s() -> None:
     args = kraft_parser().parse_args(
-        ["quorum", "add-controller", "--node-id", "4", "--directory-id", "d", "--url", "http://h:1"]
+        ["quorum", "add-controller", "--node-id", "4", "--directory-id", "d" * 22]
+        + ["--url", "http://h:1"]
     )
     assert args.timeout == 60.0
     assert kraft_parser().parse_args(["quorum", "describe"]).timeout == 10.0
