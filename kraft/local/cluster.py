@@ -39,6 +39,7 @@ from kraft.arg_types import key_value
 from kraft.config import default_of
 from kraft.local import saved_cluster
 from kraft.security.client_security import NONE, ClientSecurity, from_command_config, urllib_kwargs
+from kraft.security.reload import Reloader
 
 T = TypeVar("T")
 
@@ -190,11 +191,13 @@ class LocalCluster:
         self.ports = ports
         self.peer_ports = peer_ports
         self.voters = ",".join(f"{i + 1}@{spec.host}:{p}" for i, p in enumerate(ports))
-        self.security = NONE
+        self._security = NONE
+        self._reloader: Reloader | None = None
         scheme = "http"
         if spec.certs_dir is not None:
             self._ensure_certs(spec)
-            self.security = from_command_config(str(spec.certs_dir / "admin.properties"))
+            self._security = from_command_config(str(spec.certs_dir / "admin.properties"))
+            self._reloader = Reloader([self._security], 0, who="cluster up")
             scheme = "https"
         self.controller_urls = [f"{scheme}://{spec.host}:{p}" for p in ports]
         self.nodes: dict[int, Node] = {}
@@ -222,6 +225,17 @@ class LocalCluster:
             )  # fmt: skip
         for j in range(spec.brokers):
             self.add_broker(spec.controllers + 1 + j)
+
+    @property
+    def security(self) -> ClientSecurity:
+        """The admin's TLS material and token (secure mode), read again when `kraft
+        certs` rewrote their files: after a rotation the old CA alone no longer
+        verifies the controllers, and the status line showed every controller down.
+        Material caught half-written keeps the last good one (logged) until it is
+        whole."""
+        if self._reloader is not None:
+            self._reloader.check()
+        return self._security
 
     @staticmethod
     def _ensure_certs(spec: ClusterSpec) -> None:

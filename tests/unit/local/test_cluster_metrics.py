@@ -94,3 +94,28 @@ def test_the_stop_waits_for_the_brokers_own_controlled_shutdown_bound(tmp_path: 
     ):
         spec = ClusterSpec(1, 1, tmp_path, broker_overrides=overrides)
         assert LocalCluster(spec).broker_shutdown_bound_s() == bound
+
+
+def test_a_secure_cluster_s_admin_follows_a_ca_rotation(tmp_path: Path) -> None:
+    """`cluster up --secure` reads the admin's material again when `kraft certs`
+    rewrites it: after the README's rotation its status line called every
+    controller down (it trusted the old CA alone)."""
+    from kraft.security.certs import renew, rotate_ca_finish, rotate_ca_start
+
+    certs = tmp_path / "certs"
+    cluster = LocalCluster(ClusterSpec(1, 1, tmp_path, certs_dir=certs))
+
+    def trusted() -> set[str]:
+        ctx = cluster.security.ssl_context
+        inner = getattr(ctx, "current", ctx)  # a ReloadableContext serves through `current`
+        assert inner is not None
+        return {c["serialNumber"] for c in inner.get_ca_certs()}
+
+    old = trusted()
+    assert len(old) == 1
+    rotate_ca_start(certs)
+    assert len(trusted()) == 2 and old < trusted()  # old and new, as ca.pem now holds
+    renew(certs, ["all"])
+    rotate_ca_finish(certs)
+    new = trusted()
+    assert len(new) == 1 and new != old
