@@ -462,7 +462,11 @@ class ControllerNode:
         )
         app[SECURITY] = self.security
         app.add_routes(build_raft_routes(self.raft, s.get("replica.fetch.response.max.bytes")))
-        app.add_routes(build_quorum_routes(self.raft, lambda: self.controller.image.brokers))
+        app.add_routes(
+            build_quorum_routes(
+                self.raft, lambda: self.controller.image.brokers, self._probe_controller
+            )
+        )
         app.add_routes(build_routes(self.service, TopicLimits.from_config(s.config)))
         return app
 
@@ -544,6 +548,26 @@ class ControllerNode:
                         "url_given": given,
                     },
                 )
+
+    async def _probe_controller(self, url: str, timeout_s: float) -> dict[str, Any]:
+        """GET URL/v1/quorum as this controller (its TLS material and token): who
+        answers at a new voter's URL (quorum_routes.check_voter_url)."""
+        import aiohttp
+
+        sec = self.security.client
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
+                session.get(f"{url}/v1/quorum", ssl=sec.ssl, headers=sec.headers_with({})) as resp,
+            ):
+                if resp.status != 200:
+                    raise ValueError(f"HTTP {resp.status}")
+                body = await resp.json(content_type=None)
+        except aiohttp.ClientError as e:  # a disconnect, a bad payload: no answer
+            raise OSError(str(e) or type(e).__name__) from None
+        if not isinstance(body, dict):
+            raise ValueError("its answer is not a JSON object")
+        return body
 
     async def stop(self, timeout_s: float = 5.0) -> None:
         """Graceful: stop the controller, resign Raft leadership (EndQuorumEpoch), stop

@@ -15,7 +15,8 @@ in time; the message says which), 503 NOT_CONTROLLER.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+import asyncio
+from collections.abc import Awaitable, Callable, Container
 from typing import Any
 
 from aiohttp import web
@@ -73,11 +74,59 @@ def _to_api_error(e: Exception, raft: RaftClient) -> ApiError:
     raise e
 
 
+# How long one look at a new voter's URL may take, and the pause between looks
+# while it does not answer yet (it may still be starting: the change's own
+# timeout bounds the whole wait, as it bounds the wait for it to catch up).
+PROBE_TIMEOUT_S = 3.0
+PROBE_RETRY_S = 0.5
+
+# GET URL/v1/quorum with this controller's client security: the JSON, or an
+# OSError/TimeoutError/ValueError saying why there is none.
+ProbeVoter = Callable[[str, float], Awaitable[dict[str, Any]]]
+
+
+async def check_voter_url(
+    probe: ProbeVoter, node_id: int, directory_id: str, url: str, timeout_s: float
+) -> None:
+    """KIP-853's leader contacts a new voter before adding it (ApiVersions): the
+    node answering at `url` must be `node_id` with `directory_id`, or every later
+    election would dial the wrong node (or nobody). Raises ApiError: 400 for
+    another node there, 504 REQUEST_TIMED_OUT when nothing answers in time."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        left = deadline - loop.time()
+        try:
+            q = await probe(url, max(0.1, min(PROBE_TIMEOUT_S, left)))
+        except (OSError, TimeoutError, ValueError) as e:
+            if loop.time() + PROBE_RETRY_S >= deadline:
+                why = str(e) or type(e).__name__
+                raise ApiError(
+                    "REQUEST_TIMED_OUT",
+                    f"nothing answered GET {url}/v1/quorum as node {node_id} within "
+                    f"{timeout_s:g} s ({why}): is that the new controller's listener?",
+                ) from None
+            await asyncio.sleep(PROBE_RETRY_S)
+            continue
+        if q.get("node_id") != node_id or q.get("directory_id") != directory_id:
+            raise ApiError(
+                "INVALID_REQUEST",
+                f"{url} is node {q.get('node_id')} with directory {q.get('directory_id')}, "
+                f"not node {node_id} with directory {directory_id}: give the new "
+                "controller's own URL",
+            )
+        return
+
+
 def build_quorum_routes(
-    raft: RaftClient, broker_ids: Callable[[], Container[int]] = frozenset
+    raft: RaftClient,
+    broker_ids: Callable[[], Container[int]] = frozenset,
+    probe: ProbeVoter | None = None,
 ) -> list[web.RouteDef]:
     """`broker_ids()`: the ids registered as brokers (a controller may not take one:
-    controllers and brokers share one id namespace, as in Kafka)."""
+    controllers and brokers share one id namespace, as in Kafka). `probe`: how to
+    ask a new voter's URL who answers there (None: not asked, as in tests of the
+    rules alone)."""
 
     def leader_or_hint() -> None:
         core = raft.core
@@ -103,6 +152,11 @@ def build_quorum_routes(
                 f"node id {node_id} is a registered broker's; controllers and brokers share "
                 "one id namespace: give the controller another --node-id",
             )
+        if probe is not None:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            await check_voter_url(probe, node_id, directory_id, url.rstrip("/"), timeout_s)
+            timeout_s = max(0.1, timeout_s - (loop.time() - started))
         try:
             offset = await raft.add_voter(node_id, directory_id, url, timeout_s)
         except (NotLeaderError, ReconfigError, TimeoutError) as e:
