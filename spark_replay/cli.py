@@ -35,6 +35,7 @@ import json
 import re
 import shutil
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,18 +58,53 @@ class UserError(Exception):
     """Something the user can fix: printed as one line, no traceback."""
 
 
-def usable_out(out: str | Path) -> Path:
+def usable_out(out: str | Path, log_dir: str | Path | None = None) -> Path:
     """OUT as an absolute path (the tasks write it by path, and an executor's working
     directory is not the driver's), created if missing. UserError, before Spark
-    starts, when it cannot hold the outputs."""
+    starts, when it cannot hold the outputs, or when it is inside the data dir of
+    `log_dir` (the tables' folders would land beside the metadata log: a Kafka
+    node refuses to start on a log dir holding folders it does not know)."""
     path = Path(out).absolute()
     if path.exists() and not path.is_dir():
         raise UserError(f"--out {path} is a file, not a directory")
+    if log_dir is not None:
+        from metadata_log.replay import METADATA_DIR_NAME
+        from spark_replay.datasource import metadata_dir
+
+        data_dir = metadata_dir(log_dir).resolve()
+        if data_dir.name == METADATA_DIR_NAME:  # else a bare folder of segments
+            data_dir = data_dir.parent
+        if path.resolve() == data_dir or data_dir in path.resolve().parents:
+            raise UserError(
+                f"--out {path} is inside the log's data dir {data_dir}: give a folder "
+                "outside it (the outputs would sit beside the metadata log)"
+            )
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"--out {path} cannot be created: {e.strerror or e}") from None
+    try:
+        # as root, os.access says yes to a read-only mount or an immutable folder
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise UserError(f"--out {path} cannot be written: {e.strerror or e}") from None
     return path
+
+
+_MASTER = re.compile(
+    r"local(\[(\*|[1-9]\d*)(,\s*\d+)?\])?|local-cluster\[.+\]|spark://.+|yarn|k8s://.+"
+)
+
+
+def check_master(master: str | None) -> None:
+    """UserError, before Spark starts, for a --master Spark would refuse (with a
+    JVM stack trace)."""
+    if master is not None and not _MASTER.fullmatch(master):
+        raise UserError(
+            f"--master {master!r} is not a Spark master URL: local, local[N], local[*], "
+            "spark://HOST:PORT, yarn or k8s://URL"
+        )
 
 
 def user_message(exc: BaseException) -> str | None:
@@ -316,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         from spark_replay.datasource import list_log_files
 
         list_log_files(log_dir, fmt=args.format)
-        out = usable_out(args.out)
+        out = usable_out(args.out, log_dir)
+        check_master(args.master)
     except (UserError, MetadataLogError) as e:
         print(f"spark-replay: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR

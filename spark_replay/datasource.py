@@ -67,13 +67,20 @@ class LogFilePartition(InputPartition):
 def resolve_format(log_dir: str | Path, fmt: str = "auto") -> str:
     """The format of a log folder: `fmt` itself, or with "auto" the one its first
     batch's magic byte names (1: this project's, 2: Apache Kafka's)."""
-    if fmt in (FORMAT_KRAFT, FORMAT_KAFKA):
-        return fmt
-    if fmt != "auto":
+    if fmt not in ("auto", FORMAT_KRAFT, FORMAT_KAFKA):
         raise MetadataLogError(f"unknown log format {fmt!r} (auto, kafka or kraft)")
     from metadata_log.kafka.reader import detect_format
 
     found = detect_format(log_dir)
+    if fmt != "auto":
+        # read as the other format, the first batch fails its checksum: "corrupt"
+        if found in (FORMAT_KRAFT, FORMAT_KAFKA) and found != fmt:
+            whose = "Kafka's (magic 2)" if found == FORMAT_KAFKA else "this project's (magic 1)"
+            raise MetadataLogError(
+                f"--format {fmt}, but the first batch in {metadata_dir(log_dir)} is {whose}: "
+                f"give --format {found} or auto"
+            )
+        return fmt
     if found is None:
         return FORMAT_KRAFT  # no batch at all: either reader reads it as empty
     if found not in (FORMAT_KRAFT, FORMAT_KAFKA):

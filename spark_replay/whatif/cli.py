@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from metadata_log.errors import MetadataLogError
-from spark_replay.cli import UserError, usable_out
+from spark_replay.cli import UserError, check_master, usable_out
 from spark_replay.whatif.scenario import KNOWN_KEYS, ScenarioError, build_scenarios
 
 EXIT_USER_ERROR = 2
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(args.log_dir).exists():
             raise ScenarioError(f"--log-dir {args.log_dir} does not exist")
         # before the facts, which take minutes on a big log
-        args.out = str(usable_out(args.out))
+        args.out = str(usable_out(args.out, args.log_dir))
+        check_master(args.master)
         from spark_replay.whatif.facts import read_facts
         from spark_replay.whatif.job import check_racks
 

@@ -39,3 +39,113 @@ def test_an_out_that_is_a_file_exits_2_before_spark(
     assert code == 2
     assert len(err) == 1 and err[0].endswith(says), err
     assert (tmp_path / "afile").read_text() == "keep me"
+
+
+def _no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    import spark_replay.session as session
+
+    def no_spark(*_a: object, **_k: object) -> None:
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(session, "build_session", no_spark)
+
+
+@pytest.mark.parametrize(
+    "command", [[], ["what-if", "--set", "unclean.leader.election.enable=true"]]
+)
+def test_an_out_that_cannot_be_written_exits_2_before_spark(
+    tmp_path: Path,
+    command: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An immutable or read-only --out (root may mkdir-check it but not write):
+    it was a PermissionError traceback once the job had begun."""
+    import tempfile
+
+    from spark_replay.cli import main
+
+    _no_spark(monkeypatch)
+
+    def refused(*_a: object, **_k: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", refused)
+    out = tmp_path / "ro"
+    code = main([*command[:1], "--log-dir", str(LOG), "--out", str(out), *command[1:]])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].endswith("cannot be written: Operation not permitted"), err
+
+
+@pytest.mark.parametrize(
+    "command", [[], ["what-if", "--set", "unclean.leader.election.enable=true"]]
+)
+@pytest.mark.parametrize("inside", [".", "__cluster_metadata-0", "replay"])
+def test_an_out_inside_the_log_s_data_dir_exits_2_and_writes_nothing_there(
+    tmp_path: Path,
+    command: list[str],
+    inside: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import shutil
+
+    from spark_replay.cli import main
+
+    _no_spark(monkeypatch)
+    log = shutil.copytree(LOG, tmp_path / "data")
+    before = sorted(p.relative_to(log) for p in log.rglob("*"))
+    out = log / inside
+    code = main([*command[:1], "--log-dir", str(log), "--out", str(out), *command[1:]])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and f"is inside the log's data dir {log}" in err[0], err
+    assert sorted(p.relative_to(log) for p in log.rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    "command", [[], ["what-if", "--set", "unclean.leader.election.enable=true"]]
+)
+def test_a_master_spark_would_refuse_exits_2_before_spark(
+    tmp_path: Path,
+    command: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from spark_replay.cli import check_master, main
+
+    _no_spark(monkeypatch)
+    argv = ["--log-dir", str(LOG), "--out", str(tmp_path / "o"), "--master", "bogus://x"]
+    code = main([*command[:1], *argv, *command[1:]])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "--master 'bogus://x' is not a Spark master URL" in err[0], err
+    for ok in ("local", "local[2]", "local[*]", "local[4,2]", "spark://127.0.0.1:7077", "yarn"):
+        check_master(ok)
+
+
+def test_an_explicit_format_that_is_not_the_log_s_says_so_before_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--format kraft on Kafka's log: "header checksum mismatch" from inside Spark."""
+    from spark_replay.cli import main
+
+    _no_spark(monkeypatch)
+    kafka = LOG.parents[1] / "kafka" / "kafka-3x-datadir"
+    code = main(["--log-dir", str(kafka), "--out", str(tmp_path / "o"), "--format", "kraft"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "is Kafka's (magic 2): give --format kafka or auto" in err[0], err
+
+
+def test_an_out_beside_a_bare_folder_of_segments_is_fine(tmp_path: Path) -> None:
+    """A log given as a plain folder of segments: only that folder is its own."""
+    import shutil
+
+    from spark_replay.cli import UserError, usable_out
+
+    seg = shutil.copytree(LOG / "__cluster_metadata-0", tmp_path / "segments")
+    assert usable_out(tmp_path / "out", seg) == tmp_path / "out"
+    with pytest.raises(UserError, match="inside the log's data dir"):
+        usable_out(seg / "out", seg)
