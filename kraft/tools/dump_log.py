@@ -194,6 +194,13 @@ def dump(
             if isinstance(b, IncompleteBatchError):
                 if not as_json:
                     print(f"End of data at position {b.position}: {b}", file=out)
+                else:  # the JSON lines just stop: say why where a reader looks
+                    out.flush()
+                    print(
+                        f"kraft dump-log: warning: {path}: end of data at position "
+                        f"{b.position}: {b}",
+                        file=sys.stderr,
+                    )
                 break
             if b.last_offset < from_offset:
                 continue

@@ -93,6 +93,9 @@ def test_incomplete_last_batch_is_end_of_data(story_log, tmp_path: Path) -> None
     res = run(str(torn), "--json")
     assert res.returncode == 0, res.stderr
     assert len(res.stdout.splitlines()) == 26  # the last batch (1 NoOp) is cut
+    # the JSON lines just stop: stderr says where and why (it said nothing)
+    (warning,) = res.stderr.splitlines()
+    assert warning.startswith(f"kraft dump-log: warning: {torn}: end of data at position ")
 
 
 def test_corrupt_batch_fails_naming_file_and_offset(story_log, tmp_path: Path) -> None:
