@@ -58,6 +58,25 @@ class UserError(Exception):
     """Something the user can fix: printed as one line, no traceback."""
 
 
+def _check_out_beside_log(out: Path, log_dir: str | Path) -> None:
+    """OUT may not be inside the metadata log's folder, nor inside a node's data dir
+    (one with meta.properties: a Kafka broker refuses to start on a log dir
+    holding folders that are not topic partitions)."""
+    from metadata_log.replay import METADATA_DIR_NAME
+    from spark_replay.datasource import metadata_dir
+
+    log_folder = metadata_dir(log_dir).resolve()
+    owned = [log_folder]
+    if log_folder.name == METADATA_DIR_NAME and (log_folder.parent / "meta.properties").exists():
+        owned.append(log_folder.parent)
+    for folder in owned:
+        if out == folder or folder in out.parents:
+            raise UserError(
+                f"--out {out} is inside the log's data dir {folder}: give a folder "
+                "outside it (the outputs would sit beside the metadata log)"
+            )
+
+
 def usable_out(out: str | Path, log_dir: str | Path | None = None) -> Path:
     """OUT as an absolute path (the tasks write it by path, and an executor's working
     directory is not the driver's), created if missing. UserError, before Spark
@@ -68,17 +87,7 @@ def usable_out(out: str | Path, log_dir: str | Path | None = None) -> Path:
     if path.exists() and not path.is_dir():
         raise UserError(f"--out {path} is a file, not a directory")
     if log_dir is not None:
-        from metadata_log.replay import METADATA_DIR_NAME
-        from spark_replay.datasource import metadata_dir
-
-        data_dir = metadata_dir(log_dir).resolve()
-        if data_dir.name == METADATA_DIR_NAME:  # else a bare folder of segments
-            data_dir = data_dir.parent
-        if path.resolve() == data_dir or data_dir in path.resolve().parents:
-            raise UserError(
-                f"--out {path} is inside the log's data dir {data_dir}: give a folder "
-                "outside it (the outputs would sit beside the metadata log)"
-            )
+        _check_out_beside_log(path.resolve(), log_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -207,6 +216,15 @@ def clear_outputs(out: Path) -> None:
             p.unlink()
 
 
+def torn_tail_text(torn: dict[str, Any]) -> str:
+    """One sentence for a torn tail (LogInfo.torn_tail): stderr and the report."""
+    return (
+        f"{torn['file']} ends in an incomplete batch at file position {torn['position']} "
+        f"({torn['bytes']:,} bytes not read): the history stops before it. A cut-short "
+        "last append (a crash, a live log) looks like this; many bytes may mean damage"
+    )
+
+
 def _progress(msg: str) -> None:
     """One line per step on stderr: long jobs show where they are (Spark's bar shows how far)."""
     print(f"spark-replay: {msg}", file=sys.stderr, flush=True)
@@ -248,6 +266,8 @@ def _run(
     )
     info, timings, profile = done.info, done.timings, done.profile
     timings["tables_s"] = time.perf_counter() - t
+    if info.torn_tail:
+        print(f"spark-replay: warning: {torn_tail_text(info.torn_tail)}", file=sys.stderr)
     _progress(
         f"records and history tables written ({timings['tables_s']:.1f} s, "
         f"{max(1, info.record_count) / timings['tables_s']:,.0f} records/s)"
@@ -297,6 +317,7 @@ def _run(
             **(source or {}),
             "metadata_version": metadata_version(records()),
             **summarize(records(), written),
+            **({"torn_tail": info.torn_tail} if info.torn_tail else {}),
         }
         write_report(out, summary, plots(written, summary["at_end"]))
         result["summary"] = summary

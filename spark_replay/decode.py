@@ -188,6 +188,9 @@ class FileStats:
     markers: list[tuple[int, str, int, int, str]] = field(default_factory=list)
     # The records stage's task: (start, end, CPU s) (replay_job.stage_profile).
     task_span: tuple[float, float, float] | None = None
+    # [file position, bytes] of the incomplete batch that ended the newest segment
+    # (read as the end of data, as Kafka's recovery does; the driver says so)
+    torn_tail: list[int] | None = None
 
     def add(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
@@ -234,6 +237,7 @@ class FileStats:
             "max_epoch": self.max_epoch,
             "by_type": self.by_type,
             "markers": self.markers,
+            "torn_tail": self.torn_tail,
         }
 
 
@@ -793,6 +797,7 @@ class _Reader:
         self.snap_end = pa.scalar(f.snapshot_end_offset, _I64)
         self.tail = (f.source, f.snapshot_end_offset)
         self.books = {kind: _Codebook(kind) for kind in ("str", "list", "opt_list")}
+        self.torn_tail: list[int] | None = None  # [position, bytes] (FileStats.torn_tail)
 
     # -- the whole file
 
@@ -1022,11 +1027,12 @@ class _Reader:
                 if out.n >= self.chunk_records:
                     yield from out.batches()
                     out = _Rows()
-        except IncompleteBatchError:
+        except IncompleteBatchError as e:
             # A batch cut short at the very end of the newest segment is the end of
             # data (a live log may be mid-append); anywhere else it is lost data.
             if not self.f.last_segment:
                 raise
+            self.torn_tail = [e.position, len(data) - e.position]
             state["stopped"] = True  # the gap check does not apply to a torn tail
         yield from out.batches()
 
@@ -1041,10 +1047,13 @@ def read_file(
     if f.fmt == FORMAT_KAFKA:
         from spark_replay.decode_kafka import read_kafka_file
 
-        for batch in read_kafka_file(f, chunk_records):
+        torn: list[int] = []
+        for batch in read_kafka_file(f, chunk_records, torn):
             if stats is not None:
                 stats.add(batch)
             yield batch
+        if stats is not None and torn:
+            stats.torn_tail = torn
         return
     with open(f.path, "rb") as fh:
         data = fh.read()
@@ -1054,11 +1063,14 @@ def read_file(
     # this file is read.
     was_enabled = gc.isenabled()
     gc.disable()
+    reader = _Reader(f, data, chunk_records)
     try:
-        for batch in _Reader(f, data, chunk_records).batches():
+        for batch in reader.batches():
             if stats is not None:
                 stats.add(batch)
             yield batch
+        if stats is not None:
+            stats.torn_tail = reader.torn_tail
     finally:
         if was_enabled:
             gc.enable()

@@ -61,7 +61,7 @@ import crc32c
 import numpy as np
 import pyarrow as pa
 
-from metadata_log.errors import MetadataLogError
+from metadata_log.errors import IncompleteBatchError, MetadataLogError
 from metadata_log.kafka.batch import (
     ATTR_CODEC_MASK,
     ATTR_CONTROL,
@@ -70,6 +70,7 @@ from metadata_log.kafka.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    KafkaBatchHeader,
     parse_header,
 )
 from metadata_log.kafka.columnar import PARTITION_CHANGE, partition_changes
@@ -152,20 +153,22 @@ _HOT_BY_NAME = {"PartitionChangeRecord": _PCR, "PartitionRecord": _PR}
 assert set(_HOT_BY_NAME) <= set(NATIVE_FIELDS)
 
 
-def read_kafka_file(f: LogFile, chunk_records: int) -> Iterator[pa.RecordBatch]:
+def read_kafka_file(
+    f: LogFile, chunk_records: int, torn: list[int] | None = None
+) -> Iterator[pa.RecordBatch]:
     """Arrow batches of every record of a Kafka segment or .checkpoint (read-only),
     with the native path's checks: contiguous offsets from the segment's base
     offset, no gap before the next segment, a torn batch only at the end of the
-    last one."""
+    last one (its [position, bytes] then go into `torn`)."""
     path = Path(f.path)
     with path.open("rb") as fh:
         if path.stat().st_size == 0:
-            yield from _per_record(f, chunk_records)  # the same checks (a gap) as before
+            yield from _per_record(f, chunk_records, torn)  # the same checks (a gap)
             return
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
             plan = None if f.source == SOURCE_SNAPSHOT else _plan(f, data)
             if plan is None:
-                yield from _per_record(f, chunk_records)
+                yield from _per_record(f, chunk_records, torn)
                 return
             # millions of small tuples that hold no cycles: see decode.read_file
             was_enabled = gc.isenabled()
@@ -806,7 +809,25 @@ def _add_row(
     out.n += 1
 
 
-def _per_record(f: LogFile, chunk_records: int) -> Iterator[pa.RecordBatch]:
+def _until_torn(
+    path: Path, allow_torn_tail: bool, torn: list[int] | None
+) -> Iterator[tuple[KafkaBatchHeader, list[Any]]]:
+    """iter_native_batches, noting a torn tail's [position, bytes] in `torn`."""
+    batches = iter_native_batches(path)
+    try:
+        yield from batches
+    except IncompleteBatchError as e:
+        if not allow_torn_tail:
+            raise
+        if torn is not None:
+            torn[:] = [e.position, path.stat().st_size - e.position]
+    finally:
+        batches.close()
+
+
+def _per_record(
+    f: LogFile, chunk_records: int, torn: list[int] | None = None
+) -> Iterator[pa.RecordBatch]:
     """Every batch through metadata_log.kafka's reader, record by record: the
     reference, and the path that names the file, offset and position of any error."""
     snap = f.source == SOURCE_SNAPSHOT
@@ -815,7 +836,7 @@ def _per_record(f: LogFile, chunk_records: int) -> Iterator[pa.RecordBatch]:
     tail = (f.source, f.snapshot_end_offset)
     out = _Rows()
     stopped = False
-    batches = iter_native_batches(Path(f.path), allow_torn_tail=f.last_segment and not snap)
+    batches = _until_torn(Path(f.path), f.last_segment and not snap, torn)
     for h, natives in batches:
         if upto is not None and h.base_offset > upto:
             stopped = True

@@ -105,9 +105,14 @@ class LogInfo:
     snapshot_time_ms: int | None = None
     segment_first_offset: int | None = None
     transactions: list[Transaction] = field(default_factory=list)
+    # {file, position, bytes}: the newest segment ended in an incomplete batch,
+    # read as the end of the data (a cut-short append, or damage: it is said)
+    torn_tail: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        torn = {"torn_tail": self.torn_tail} if self.torn_tail else {}
         return {
+            **torn,
             "first_offset": self.first_offset,
             "last_offset": self.last_offset,
             "first_time_ms": self.first_time_ms,
@@ -188,7 +193,12 @@ def info_from_stats(stats: list[Any]) -> LogInfo:
         if m[1] == "SnapshotHeader"
     ]
     markers = [(m[0], m[1], m[2]) for s in segs for m in s.markers if m[1] in TXN_TYPES]
-    return _make_info(lo, hi, t0, t1, n, snaps, markers)
+    info = _make_info(lo, hi, t0, t1, n, snaps, markers)
+    for s in stats:
+        torn = getattr(s, "torn_tail", None)
+        if torn:
+            info.torn_tail = {"file": s.path, "position": torn[0], "bytes": torn[1]}
+    return info
 
 
 def _make_info(

@@ -748,13 +748,23 @@ pre{{background:#f4f4f4;padding:1em;overflow-x:auto}}
 th{{padding-right:.8em}}.plot img{{max-width:none;width:680px}}}}</style>
 </head><body>
 <h1>Cluster metadata history{html.escape(_title_suffix(summary))}</h1>
-<table>{rows}</table>
+{_torn_tail_note(summary)}<table>{rows}</table>
 {figs}
 <h2>summary.json</h2>
 <pre>{html.escape(json.dumps(summary, indent=2))}</pre>
 </body></html>
 """
     (out_dir / "report.html").write_text(page)
+
+
+def _torn_tail_note(summary: dict[str, Any]) -> str:
+    """A warning paragraph above the tables when the log ended in a torn batch."""
+    torn = summary.get("torn_tail")
+    if not torn:
+        return ""
+    from spark_replay.cli import torn_tail_text
+
+    return f'<p class="warning"><strong>Warning:</strong> {html.escape(torn_tail_text(torn))}</p>\n'
 
 
 # ----------------------------------------------------------------------------- what if (issue 20)

@@ -484,3 +484,46 @@ def test_records_that_do_not_add_up_are_the_per_record_error() -> None:
             assert results[0] == results[1]
 
     check()
+
+
+@pytest.mark.parametrize("fmt", ["kafka", "kraft"])
+def test_a_torn_tail_is_told_to_the_driver(fmt: str, kafka_log: Path, tmp_path: Path) -> None:
+    """The newest segment's incomplete last batch is the end of the data, and its
+    file's stats say where and how many bytes were left unread: the history, the
+    summary and stderr said nothing of it."""
+    from spark_replay.cli import torn_tail_text
+    from spark_replay.decode import file_stats
+    from spark_replay.history import info_from_stats
+    from spark_replay.report import _torn_tail_note
+
+    before = []  # the stats of the segments before the torn one
+    if fmt == "kafka":
+        *older, f = [f for f in list_log_files(kafka_log) if f.source == SOURCE_SEGMENT]
+        for g in older:
+            before.append(file_stats(g))
+            list(read_file(g, stats=before[-1]))
+        copy = tmp_path / Path(f.path).name
+        shutil.copyfile(f.path, copy)
+        f = dataclasses.replace(f, path=str(copy))
+    else:
+        f = _native_segment(tmp_path / "00000000000000000000.log")
+    path = Path(f.path)
+    whole = _rows(read_file(f))
+    stats = file_stats(f)
+    list(read_file(f, stats=stats))
+    assert stats.torn_tail is None
+    data = path.read_bytes()
+    path.write_bytes(data[:-5])
+    stats = file_stats(f)
+    torn = _rows(read_file(f, stats=stats))
+    assert 0 < len(torn) < len(whole) and torn == whole[: len(torn)]
+    assert stats.torn_tail is not None
+    position, left = stats.torn_tail
+    assert left == len(data) - 5 - position and left > 0
+    info = info_from_stats([*before, stats])
+    assert info.torn_tail == {"file": str(path), "position": position, "bytes": left}
+    assert info.to_dict()["torn_tail"] == info.torn_tail
+    text = torn_tail_text(info.torn_tail)
+    assert f"{path} ends in an incomplete batch at file position {position}" in text
+    assert "Warning:" in _torn_tail_note({"torn_tail": info.torn_tail})
+    assert _torn_tail_note({}) == ""

@@ -95,6 +95,7 @@ def test_an_out_inside_the_log_s_data_dir_exits_2_and_writes_nothing_there(
 
     _no_spark(monkeypatch)
     log = shutil.copytree(LOG, tmp_path / "data")
+    (log / "meta.properties").write_text("cluster.id=x\nnode.id=1\n")  # a node's data dir
     before = sorted(p.relative_to(log) for p in log.rglob("*"))
     out = log / inside
     code = main([*command[:1], "--log-dir", str(log), "--out", str(out), *command[1:]])
@@ -102,6 +103,19 @@ def test_an_out_inside_the_log_s_data_dir_exits_2_and_writes_nothing_there(
     assert code == 2
     assert len(err) == 1 and f"is inside the log's data dir {log}" in err[0], err
     assert sorted(p.relative_to(log) for p in log.rglob("*")) == before
+
+
+def test_an_out_inside_a_copied_folder_without_meta_properties_is_fine(tmp_path: Path) -> None:
+    """A folder an operator copied the log into (no meta.properties: no node runs on
+    it) may hold OUT beside the log; the log's own folder may not."""
+    import shutil
+
+    from spark_replay.cli import UserError, usable_out
+
+    log = shutil.copytree(LOG, tmp_path / "copy")
+    assert usable_out(log / "replay", log) == log / "replay"
+    with pytest.raises(UserError, match="inside the log's data dir"):
+        usable_out(log / "__cluster_metadata-0" / "out", log)
 
 
 @pytest.mark.parametrize(
