@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 LOG = Path(__file__).resolve().parents[1] / "fixtures" / "whatif" / "demo-log"
-
-
-@pytest.mark.parametrize(
+# spark-replay, and spark-replay what-if (its first argument)
+BOTH_CLIS = pytest.mark.parametrize(
     "command", [[], ["what-if", "--set", "unclean.leader.election.enable=true"]]
 )
+
+
+@BOTH_CLIS
 @pytest.mark.parametrize(
     ("out", "says"),
     [("afile", "is a file, not a directory"), ("afile/sub", "cannot be created: Not a directory")],
@@ -50,9 +52,7 @@ def _no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(session, "build_session", no_spark)
 
 
-@pytest.mark.parametrize(
-    "command", [[], ["what-if", "--set", "unclean.leader.election.enable=true"]]
-)
+@BOTH_CLIS
 def test_an_out_that_cannot_be_written_exits_2_before_spark(
     tmp_path: Path,
     command: list[str],
@@ -78,9 +78,7 @@ def test_an_out_that_cannot_be_written_exits_2_before_spark(
     assert len(err) == 1 and err[0].endswith("cannot be written: Operation not permitted"), err
 
 
-@pytest.mark.parametrize(
-    "command", [[], ["what-if", "--set", "unclean.leader.election.enable=true"]]
-)
+@BOTH_CLIS
 @pytest.mark.parametrize("inside", [".", "__cluster_metadata-0", "replay"])
 def test_an_out_inside_the_log_s_data_dir_exits_2_and_writes_nothing_there(
     tmp_path: Path,
@@ -118,9 +116,7 @@ def test_an_out_inside_a_copied_folder_without_meta_properties_is_fine(tmp_path:
         usable_out(log / "__cluster_metadata-0" / "out", log)
 
 
-@pytest.mark.parametrize(
-    "command", [[], ["what-if", "--set", "unclean.leader.election.enable=true"]]
-)
+@BOTH_CLIS
 def test_a_master_spark_would_refuse_exits_2_before_spark(
     tmp_path: Path,
     command: list[str],
