@@ -216,15 +216,6 @@ def clear_outputs(out: Path) -> None:
             p.unlink()
 
 
-def torn_tail_text(torn: dict[str, Any]) -> str:
-    """One sentence for a torn tail (LogInfo.torn_tail): stderr and the report."""
-    return (
-        f"{torn['file']} ends in an incomplete batch at file position {torn['position']} "
-        f"({torn['bytes']:,} bytes not read): the history stops before it. A cut-short "
-        "last append (a crash, a live log) looks like this; many bytes may mean damage"
-    )
-
-
 def _progress(msg: str) -> None:
     """One line per step on stderr: long jobs show where they are (Spark's bar shows how far)."""
     print(f"spark-replay: {msg}", file=sys.stderr, flush=True)
@@ -267,7 +258,7 @@ def _run(
     info, timings, profile = done.info, done.timings, done.profile
     timings["tables_s"] = time.perf_counter() - t
     if info.torn_tail:
-        print(f"spark-replay: warning: {torn_tail_text(info.torn_tail)}", file=sys.stderr)
+        print(f"spark-replay: warning: {H.torn_tail_text(info.torn_tail)}", file=sys.stderr)
     _progress(
         f"records and history tables written ({timings['tables_s']:.1f} s, "
         f"{max(1, info.record_count) / timings['tables_s']:,.0f} records/s)"

@@ -177,6 +177,15 @@ def log_info(records: DataFrame) -> LogInfo:
     return _make_info(row["lo"], row["hi"], row["t0"], row["t1"], row["n"], snaps, markers)
 
 
+def torn_tail_text(torn: dict[str, Any]) -> str:
+    """One sentence for a torn tail (LogInfo.torn_tail): stderr and the report."""
+    return (
+        f"{torn['file']} ends in an incomplete batch at file position {torn['position']} "
+        f"({torn['bytes']:,} bytes not read): the history stops before it. A cut-short "
+        "last append (a crash, a live log) looks like this; many bytes may mean damage"
+    )
+
+
 def info_from_stats(stats: list[Any]) -> LogInfo:
     """The same LogInfo from the records stage's per-file `FileStats` (no Spark query)."""
     segs = [s for s in stats if s.source == "segment" and s.records]

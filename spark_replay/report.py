@@ -762,7 +762,7 @@ def _torn_tail_note(summary: dict[str, Any]) -> str:
     torn = summary.get("torn_tail")
     if not torn:
         return ""
-    from spark_replay.cli import torn_tail_text
+    from spark_replay.history import torn_tail_text
 
     return f'<p class="warning"><strong>Warning:</strong> {html.escape(torn_tail_text(torn))}</p>\n'
 

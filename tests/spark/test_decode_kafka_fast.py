@@ -491,9 +491,8 @@ def test_a_torn_tail_is_told_to_the_driver(fmt: str, kafka_log: Path, tmp_path: 
     """The newest segment's incomplete last batch is the end of the data, and its
     file's stats say where and how many bytes were left unread: the history, the
     summary and stderr said nothing of it."""
-    from spark_replay.cli import torn_tail_text
     from spark_replay.decode import file_stats
-    from spark_replay.history import info_from_stats
+    from spark_replay.history import info_from_stats, torn_tail_text
     from spark_replay.report import _torn_tail_note
 
     before = []  # the stats of the segments before the torn one
