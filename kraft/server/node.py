@@ -50,7 +50,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -85,6 +85,9 @@ from metadata_log.records import (
 )
 from metadata_log.replay import METADATA_DIR_NAME, read_snapshot_image
 from metadata_log.snapshot import SnapshotId, write_snapshot
+
+if TYPE_CHECKING:
+    from kraft.security.client_security import ClientSecurity
 
 log = logging.getLogger("kraft.node")
 
@@ -550,24 +553,9 @@ class ControllerNode:
                 )
 
     async def _probe_controller(self, url: str, timeout_s: float) -> dict[str, Any]:
-        """GET URL/v1/quorum as this controller (its TLS material and token): who
-        answers at a new voter's URL (quorum_routes.check_voter_url)."""
-        import aiohttp
-
-        sec = self.security.client
-        try:
-            async with (
-                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
-                session.get(f"{url}/v1/quorum", ssl=sec.ssl, headers=sec.headers_with({})) as resp,
-            ):
-                if resp.status != 200:
-                    raise ValueError(f"HTTP {resp.status}")
-                body = await resp.json(content_type=None)
-        except aiohttp.ClientError as e:  # a disconnect, a bad payload: no answer
-            raise OSError(str(e) or type(e).__name__) from None
-        if not isinstance(body, dict):
-            raise ValueError("its answer is not a JSON object")
-        return body
+        """Who answers at a new voter's URL (quorum_routes.check_voter_url), asked as
+        this controller (its TLS material and token)."""
+        return await get_quorum_view(url, self.security.client, timeout_s)
 
     async def stop(self, timeout_s: float = 5.0) -> None:
         """Graceful: stop the controller, resign Raft leadership (EndQuorumEpoch), stop
@@ -938,28 +926,43 @@ def _settings_from_args(args: Any) -> NodeSettings:
     return NodeSettings(node_id, voters, Path(data_dir), args.cluster_id, listen, config, bootstrap)
 
 
+async def get_quorum_view(url: str, sec: ClientSecurity, timeout_s: float) -> dict[str, Any]:
+    """GET URL/v1/quorum with `sec` (TLS material and token): the JSON object, or
+    OSError (no answer), TimeoutError or ValueError (not a 200 JSON object)."""
+    import aiohttp
+
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
+            session.get(f"{url}/v1/quorum", ssl=sec.ssl, headers=sec.headers_with({})) as resp,
+        ):
+            if resp.status != 200:
+                raise ValueError(f"HTTP {resp.status}")
+            body = await resp.json(content_type=None)
+    except aiohttp.ClientError as e:  # a disconnect, a bad payload: no answer
+        raise OSError(str(e) or type(e).__name__) from None
+    if not isinstance(body, dict):
+        raise ValueError("its answer is not a JSON object")
+    return body
+
+
 async def learn_cluster_id(
     urls: tuple[str, ...], timeout_s: float = 5.0, config: Config | None = None
 ) -> str:
     """The cluster id, from the first bootstrap controller that answers GET /v1/quorum."""
-    import aiohttp
-
     from kraft.security.client_security import from_config
 
     sec = from_config(config)
     errors = []
-    timeout = aiohttp.ClientTimeout(total=timeout_s)
-    async with aiohttp.ClientSession(timeout=timeout, headers=sec.headers) as session:
-        for url in urls:
-            try:
-                async with session.get(f"{url}/v1/quorum", ssl=sec.ssl) as resp:
-                    body = await resp.json(content_type=None)
-                cid = body.get("cluster_id") if isinstance(body, dict) else None
-                if isinstance(cid, str) and cid:
-                    return cid
-                errors.append(f"{url}: no cluster_id in its answer")
-            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
-                errors.append(f"{url}: {type(e).__name__}: {e}")
+    for url in urls:
+        try:
+            cid = (await get_quorum_view(url, sec, timeout_s)).get("cluster_id")
+        except (TimeoutError, OSError, ValueError) as e:
+            errors.append(f"{url}: {type(e).__name__}: {e}")
+            continue
+        if isinstance(cid, str) and cid:
+            return cid
+        errors.append(f"{url}: no cluster_id in its answer")
     raise ConfigError(
         "cannot learn the cluster id from --bootstrap-controllers (give --cluster-id): "
         + "; ".join(errors)
