@@ -204,9 +204,8 @@ def info_from_stats(stats: list[Any]) -> LogInfo:
     markers = [(m[0], m[1], m[2]) for s in segs for m in s.markers if m[1] in TXN_TYPES]
     info = _make_info(lo, hi, t0, t1, n, snaps, markers)
     for s in stats:
-        torn = getattr(s, "torn_tail", None)
-        if torn:
-            info.torn_tail = {"file": s.path, "position": torn[0], "bytes": torn[1]}
+        if s.torn_tail:
+            info.torn_tail = {"file": s.path, "position": s.torn_tail[0], "bytes": s.torn_tail[1]}
     return info
 
 
