@@ -58,6 +58,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from metadata_log.errors import MetadataLogError
+from metadata_log.records import LEADER_RECOVERY_UNCHANGED, NO_LEADER, NO_LEADER_CHANGE
 from spark_replay.tables import (
     BROKER_AS_OF_COLUMNS,
     BROKER_INTERVAL_KEY,
@@ -75,8 +76,6 @@ from spark_replay.tables import (
 # Transactions are joined back by offset bucket: a transaction spans few buckets.
 TXN_BUCKET = 4096
 
-NO_LEADER_CHANGE = -2
-LEADER_RECOVERY_UNCHANGED = -1
 RECOVERING = 1  # leader_recovery_state after an unclean election (KIP-704)
 
 
@@ -604,10 +603,13 @@ def leader_elections(ev: DataFrame, states: DataFrame, names: DataFrame) -> Data
 
     1. PartitionRecord: CREATE.
     2. FENCE: a FenceBrokerRecord, a BrokerRegistrationChangeRecord with fenced=1, or
-       an UnregisterBrokerRecord in the same batch for the old leader, or for a
-       broker this record takes out of the ISR; cause_broker_id is that broker.
+       an UnregisterBrokerRecord in the same batch for the old leader, for a
+       broker this record takes out of the ISR, or, when the record leaves the
+       partition leaderless, for a broker still in its ISR (Kafka 3.x bumps a
+       leaderless partition's epoch, leader -1 -> -1, for each fence of an ISR member
+       it keeps); cause_broker_id is that broker.
     3. CONTROLLED_SHUTDOWN: a BrokerRegistrationChangeRecord with
-       in_controlled_shutdown=1 for the old leader (or a broker leaving the ISR).
+       in_controlled_shutdown=1 for a broker that qualifies as in 2.
     4. UNFENCE: an UnfenceBrokerRecord (or BrokerRegistrationChangeRecord fenced=-1)
        for the new leader: a leaderless partition gets the returning broker.
     5. ADMIN: a ConfigRecord in the batch (enabling unclean election elects at once).
@@ -647,6 +649,7 @@ def leader_elections(ev: DataFrame, states: DataFrame, names: DataFrame) -> Data
                         F.array_contains(old_isr, e["broker_id"])
                         & ~F.array_contains(F.col("isr"), e["broker_id"])
                     )
+                    | ((new_leader == NO_LEADER) & F.array_contains(F.col("isr"), e["broker_id"]))
                 )
             ),
         )

@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metadata_log.records import LEADER_RECOVERY_UNCHANGED, NO_LEADER, NO_LEADER_CHANGE
 from spark_replay.tables import (
     BROKER_INTERVAL_KEY,
     LEADER_ELECTIONS_COLUMNS,
@@ -49,9 +50,6 @@ from spark_replay.tables import (
     PARTITION_STATE_VALUES,
     STATE_TYPES,
 )
-
-NO_LEADER_CHANGE = -2
-LEADER_RECOVERY_UNCHANGED = -1
 
 # Record type codes: the position in STATE_TYPES.
 CODE = {t: i for i, t in enumerate(STATE_TYPES)}
@@ -736,7 +734,9 @@ def election_causes(
         broker[rows_u] = who[first]
 
     for rule in (_FENCE, _SHUTDOWN):
-        leaving = (k == rule) & (((ol != NULL) & (b == ol)) | (in_old & ~in_new))
+        leaving = (k == rule) & (
+            ((ol != NULL) & (b == ol)) | (in_old & ~in_new) | ((nl == NO_LEADER) & in_new)
+        )
         # the old leader first when several brokers qualify
         settle(rule, leaving & (b == ol), b)
         settle(rule, leaving, b)

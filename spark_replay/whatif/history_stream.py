@@ -30,6 +30,8 @@ import pyarrow as pa
 from metadata_log.records import (
     FENCE_NO,
     FENCE_YES,
+    NO_LEADER,
+    NO_LEADER_CHANGE,
     RECOVERING,
     AbortTransactionRecord,
     BeginTransactionRecord,
@@ -47,7 +49,6 @@ from metadata_log.records import (
 from spark_replay.segment_replay import table_schema
 from spark_replay.tables import LEADER_ELECTIONS_COLUMNS, OFFLINE_PARTITIONS_COLUMNS
 
-NO_LEADER_CHANGE = -2
 RECOVERY_UNCHANGED = -1
 # a unit's events that can give an election its cause (history._unit_events)
 FENCE, SHUTDOWN, UNFENCE, CONFIG = "FENCE", "CONTROLLED_SHUTDOWN", "UNFENCE", "CONFIG"
@@ -362,7 +363,12 @@ def _cause(
             b
             for b, kind in events
             if kind == rule
-            and ((old_leader is not None and b == old_leader) or (b in old_isr and b not in isr))
+            and (
+                (old_leader is not None and b == old_leader)
+                or (b in old_isr and b not in isr)
+                # a leaderless partition's epoch bump for an ISR member it keeps
+                or (new_leader == NO_LEADER and b in isr)
+            )
         ]
         if hits:
             # the old leader first when several brokers qualify

@@ -178,6 +178,51 @@ def test_a_whole_real_kafka_data_dir_as_it_is(tmp_path: Path) -> None:
         ("my-topic", 2711, None),
         ("test-topic", 2710, None),
     ]
+    # The shutdown takes the leaders (2710-2711); the fence then bumps each leaderless
+    # partition's epoch, leader -1 -> -1 (2712-2713): caused by the fence of broker 1,
+    # still in their ISR, not an AlterPartition of leader -1.
+    elections = _rows(tmp_path / "out" / "leader_elections")
+    assert sorted(
+        (
+            r["offset"],
+            r["topic"],
+            r["old_leader"],
+            r["new_leader"],
+            r["cause"],
+            r["cause_broker_id"],
+        )
+        for r in elections
+        if r["cause"] != "CREATE"
+    ) == [
+        (2710, "test-topic", 1, -1, "CONTROLLED_SHUTDOWN", 1),
+        (2711, "my-topic", 1, -1, "CONTROLLED_SHUTDOWN", 1),
+        (2712, "test-topic", -1, -1, "FENCE", 1),
+        (2713, "my-topic", -1, -1, "FENCE", 1),
+    ]
+    assert {r["election_type"] for r in elections if r["cause"] != "CREATE"} == {None}
+
+
+def test_kafka_3x_datadir_the_window_reference_writes_the_same_tables(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The DataFrame-window reference (history.build_tables) gives the Kafka 3.x data
+    dir the one-process replay's rows, the leaderless epoch bumps' FENCE causes
+    (2712-2713) included."""
+    from spark_replay import history as H
+    from spark_replay.datasource import read_log
+    from spark_replay.tables import TABLE_COLUMNS
+
+    log = FIXTURES / "kafka-3x-datadir"
+    write_tables(log, tmp_path / "out")
+    tables = H.build_tables(spark, read_log(spark, log))
+    for table, cols in TABLE_COLUMNS.items():
+        theirs = getattr(tables, table).select(*cols).collect()
+        ours = pq.read_table(tmp_path / "out" / table).select(list(cols)).to_pylist()
+        assert sorted((tuple(r[c] for c in cols) for r in ours), key=repr) == sorted(
+            map(tuple, theirs), key=repr
+        ), table
+    causes = {r["offset"]: r["cause"] for r in tables.leader_elections.collect()}
+    assert (causes[2712], causes[2713]) == ("FENCE", "FENCE")
 
 
 # A small story with metadata transactions, several segments and failovers.

@@ -175,6 +175,9 @@ def _hand_made() -> list[tuple[list[Any], bool]]:
         ([AbortTransactionRecord("x")], False),
         # a plain leaderless change: a window opens
         ([FenceBrokerRecord(2, 0), p(T, 1, isr=(1,), leader=-1), p(T, 0, leader=-1)], False),
+        # Kafka 3.x: a fence bumps a leaderless partition's epoch (leader -1 -> -1)
+        # for the ISR member it keeps: the fence is the cause, not an AlterPartition
+        ([BrokerRegistrationChangeRecord(2, 0, 1, 0), p(T, 0, leader=-1)], False),
         # a batch split by a transaction's end: the rows around it are one unit
         # (the unfence after the end is the cause of the election before it)
         (
@@ -240,5 +243,7 @@ def test_hand_made_transactions_give_the_logs_tables(tmp_path: Path) -> None:
         "ALTER_PARTITION",
     }
     assert True in el.column("unclean").to_pylist()
+    bumps = [r for r in el.to_pylist() if r["old_leader"] == r["new_leader"] == -1]
+    assert [(r["cause"], r["cause_broker_id"]) for r in bumps] == [("FENCE", 2)]
     # the transaction's intermediate leaderless state never shows; the plain one does
     assert tables["offline_partitions"].num_rows >= 1
