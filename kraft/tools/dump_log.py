@@ -7,10 +7,19 @@ which both formats keep at byte 16 (`--format auto`, the default); `--format
 kafka` or `kraft` accepts only one. Kafka records are shown with Kafka's record
 names and snake_case field names, in the same JSON shape as native ones.
 
-An incomplete batch at the very end of a file is the end of data (a live log may
-be mid-append); a complete batch that fails its checksum, or a record that
-cannot be decoded, is an error naming the file and offset. Files are opened
-read-only (a Kafka controller's live log must never be written by this tool).
+An incomplete batch at the very end of the last segment is the end of data (a
+live log may be mid-append); a complete batch that fails its checksum, or a
+record that cannot be decoded, is an error naming the file and offset. Files are
+opened read-only (a Kafka controller's live log must never be written by this
+tool).
+
+A dump shows a damaged log as far as it can, so the holes are said where they
+are and the dump goes on: offsets missing between segments or between batches, a
+log that starts after its newest snapshot, a torn batch that is not at the end of
+the last segment, a snapshot that is torn or has no SnapshotFooter (a snapshot is
+written whole, then renamed). Any of them makes the exit status 1, with a last
+line on stderr that counts them: the log is not whole, and spark-replay would
+refuse it.
 """
 
 from __future__ import annotations
@@ -49,6 +58,9 @@ _OTHER_NAMES = ("leader-epoch-checkpoint", "partition.metadata", "quorum-state",
 def is_other_file(path: Path) -> bool:
     """A file of a Kafka log folder that holds no record batches."""
     return path.name in _OTHER_NAMES or path.name.endswith(_OTHER_SUFFIXES)
+
+
+_FOOTERS = ("SnapshotFooter", "SnapshotFooterRecord")  # native, Kafka
 
 
 def files_to_dump(target: Path) -> tuple[list[Path], list[Path]]:
@@ -175,6 +187,37 @@ def _json_value(v: Any) -> Any:
     raise TypeError(f"not JSON-able: {type(v).__name__}")
 
 
+def _name_offset(path: Path) -> int | None:
+    """The offset a file's name gives: a segment's base, a snapshot's end."""
+    stem = path.name.split("-", 1)[0].removesuffix(".log").removesuffix(".checkpoint")
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+def _missing(first: int, end: int) -> str:
+    return (
+        f"offset {first} is missing"
+        if end == first + 1
+        else f"offsets {first}-{end - 1} are missing"
+    )
+
+
+class _Holes:
+    """What makes the log not whole, said where it is found (in the text dump, or
+    on stderr beside the JSON lines, which would otherwise just skip it)."""
+
+    def __init__(self, out: TextIO, as_json: bool) -> None:
+        self.out, self.as_json = out, as_json
+        self.found: list[str] = []
+
+    def say(self, text: str) -> None:
+        self.found.append(text)
+        if self.as_json:
+            self.out.flush()
+            print(f"kraft dump-log: warning: {text}", file=sys.stderr)
+        else:
+            print(f"Warning: {text}", file=self.out)
+
+
 def dump(
     target: Path,
     as_json: bool,
@@ -182,17 +225,49 @@ def dump(
     out: TextIO,
     fmt: str = "auto",
     skipped: Counter[str] | None = None,
-) -> None:
+) -> list[str]:
+    """Dump every file; returns what makes the log not whole (empty: it is)."""
     files, others = files_to_dump(target)
     if not as_json and others:
         names = ", ".join(p.name for p in others)
         print(f"Skipping {len(others)} files that hold no record batches: {names}", file=out)
+    holes = _Holes(out, as_json)
+    whole_dir = not target.is_file()
+    segments = [p for p in files if p.suffix == ".log"]
+    snapshot_end = max(
+        (o for p in files if p.suffix == ".checkpoint" and (o := _name_offset(p)) is not None),
+        default=0,
+    )
+    # The next offset the log must hold: set by the newest snapshot, then by each
+    # segment's last batch. None: not known (a single file was given).
+    expect: int | None = None
     for path in files:
         if not as_json:
             print(f"Dumping {path}", file=out)
+        snapshot = path.suffix == ".checkpoint"
+        if whole_dir and not snapshot:
+            base = _name_offset(path)
+            if expect is None and base is not None and base > snapshot_end:
+                where = f"after the newest snapshot's end {snapshot_end}" if snapshot_end else ""
+                holes.say(
+                    f"{path}: the log starts at offset {base} {where}".rstrip()
+                    + f": {_missing(snapshot_end, base)}"
+                )
+            elif expect is not None and base is not None and base != expect:
+                holes.say(
+                    f"gap in the log: the segment before {path.name} ends at offset {expect}, "
+                    f"{path.name} starts at {base}: "
+                    + (_missing(expect, base) if base > expect else "the segments overlap")
+                )
+            expect = base
+        last_segment = whole_dir and bool(segments) and path == segments[-1]
+        footer = False
         for b in iter_file(path, fmt, skipped):
             if isinstance(b, IncompleteBatchError):
-                if not as_json:
+                if snapshot or (whole_dir and not last_segment):
+                    what = "snapshot" if snapshot else "segment, not the last one,"
+                    holes.say(f"{path}: this {what} is torn at position {b.position}: {b}")
+                elif not as_json:
                     print(f"End of data at position {b.position}: {b}", file=out)
                 else:  # the JSON lines just stop: say why where a reader looks
                     out.flush()
@@ -202,6 +277,19 @@ def dump(
                         file=sys.stderr,
                     )
                 break
+            if not snapshot:
+                if expect is not None and b.base_offset != expect:
+                    holes.say(
+                        f"{path}: gap at position {b.position}: the batch at offset "
+                        f"{b.base_offset} follows offset {expect - 1}: "
+                        + (
+                            _missing(expect, b.base_offset)
+                            if b.base_offset > expect
+                            else "offsets go back"
+                        )
+                    )
+                expect = b.last_offset + 1
+            footer = footer or any(row.type in _FOOTERS for row in b.rows)
             if b.last_offset < from_offset:
                 continue
             if not as_json:
@@ -223,6 +311,10 @@ def dump(
                 else:
                     fields = json.dumps(row.fields, separators=(",", ":"), default=_json_value)
                     print(f"| offset: {row.offset} {row.type} {fields}", file=out)
+        else:
+            if snapshot and not footer:
+                holes.say(f"{path}: the snapshot has no SnapshotFooter: it was not written whole")
+    return holes.found
 
 
 def run(
@@ -234,7 +326,7 @@ def run(
 ) -> int:
     skipped: Counter[str] | None = Counter() if skip_unknown else None
     try:
-        dump(Path(target), as_json, from_offset, sys.stdout, fmt, skipped)
+        holes = dump(Path(target), as_json, from_offset, sys.stdout, fmt, skipped)
     except MetadataLogError as e:
         sys.stdout.flush()
         print(f"kraft dump-log: error: {e}", file=sys.stderr)
@@ -252,4 +344,9 @@ def run(
             f"kraft dump-log: skipped {sum(skipped.values())} records of unknown type or version ({detail})",
             file=sys.stderr,
         )
+    if holes:
+        sys.stdout.flush()
+        more = f" (and {len(holes) - 1} more, above)" if len(holes) > 1 else ""
+        print(f"kraft dump-log: error: the log is not whole: {holes[0]}{more}", file=sys.stderr)
+        return 1
     return 0
