@@ -203,9 +203,24 @@ def info_from_stats(stats: list[Any]) -> LogInfo:
     markers = [(m[0], m[1], m[2]) for s in segs for m in s.markers if m[1] in TXN_TYPES]
     info = _make_info(lo, hi, t0, t1, n, snaps, markers)
     for s in stats:
+        if s.source == "snapshot" and s.snapshot_end_offset == info.snapshot_end_offset:
+            _check_whole_snapshot(s)
+    for s in stats:
         if s.torn_tail:
             info.torn_tail = {"file": s.path, "position": s.torn_tail[0], "bytes": s.torn_tail[1]}
     return info
+
+
+def _check_whole_snapshot(s: Any) -> None:
+    """The snapshot the history starts from must be whole: it is written to a
+    temporary file and renamed once its SnapshotFooter is in, so one without its
+    footer is damage (cut at a batch boundary), and the state it gives would be
+    partial. (A snapshot torn inside a batch is already the decoder's error.)"""
+    if "SnapshotFooter" not in s.by_type:
+        raise HistoryError(
+            f"{s.path}: the snapshot the history starts from is not whole: it has no "
+            "SnapshotFooter; move it aside to start from an older snapshot or from the log"
+        )
 
 
 def _make_info(

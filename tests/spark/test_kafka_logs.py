@@ -225,6 +225,29 @@ def test_kafka_3x_datadir_the_window_reference_writes_the_same_tables(
     assert (causes[2712], causes[2713]) == ("FENCE", "FENCE")
 
 
+def test_a_snapshot_without_its_footer_is_not_a_starting_state(spark: Any, tmp_path: Path) -> None:
+    """Kafka 4's snapshot (no segments beside it) is the whole story; the same file
+    cut before its SnapshotFooter batch is refused, naming the file, before any
+    table is written (it was accepted, and its partial state replayed)."""
+    from kraft.tools.dump_log import iter_file
+    from spark_replay.history import HistoryError
+
+    whole = _read_only_copy(FIXTURES / "kafka-4x-rig-snapshot", tmp_path / "whole")
+    result = run_job(spark, whole, tmp_path / "out", report=False)
+    assert result["info"]["snapshot_end_offset"] == 46533
+
+    cut = tmp_path / "cut"
+    shutil.copytree(FIXTURES / "kafka-4x-rig-snapshot", cut)
+    (snap,) = (cut / "__cluster_metadata-0").glob("*.checkpoint")
+    footer = [b for b in iter_file(snap) if not isinstance(b, Exception)][-1]
+    assert footer.rows[0].type == "SnapshotFooterRecord"
+    snap.write_bytes(snap.read_bytes()[: footer.position])
+    with pytest.raises(HistoryError, match="not whole: it has no SnapshotFooter") as e:
+        run_job(spark, cut, tmp_path / "cut-out", report=False)
+    assert str(snap) in str(e.value)
+    assert not (tmp_path / "cut-out" / "leader_elections").exists()
+
+
 # A small story with metadata transactions, several segments and failovers.
 STORY = GeneratorConfig(
     records=6_000,
