@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from broker_agent.agent import AgentSettings
@@ -28,6 +30,7 @@ from kraft.arg_types import whole_number
 from kraft.config import BROKER_KEYS, SECURITY_KEYS, ConfigError, load_config
 from kraft.logs import setup_logging
 from kraft.raft.config import RaftConfig
+from kraft.raft_shell.dir_lock import DataDirInUse, hold_dir_lock
 from kraft.security.client_security import ClientSecurity, client_security, from_config
 from kraft.security.reload import Reloader
 
@@ -267,14 +270,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, ValueError) as e:
         print(f"broker-agent: {e}", file=sys.stderr)
         return 2
-    fleet = Fleet(spec)
-    try:
-        return asyncio.run(_serve(fleet))
-    except KeyboardInterrupt:  # pragma: no cover - the handler normally catches SIGINT
-        return 0
-    except OSError as e:  # e.g. the status port is taken
-        print(f"broker-agent: {e}", file=sys.stderr)
-        return 1
+    with contextlib.ExitStack() as held:
+        try:
+            for d in _agent_data_dirs(spec):
+                held.enter_context(hold_dir_lock(d, "broker"))
+        except (DataDirInUse, OSError) as e:
+            print(f"broker-agent: {e}", file=sys.stderr)
+            return 1
+        fleet = Fleet(spec)
+        try:
+            return asyncio.run(_serve(fleet))
+        except KeyboardInterrupt:  # pragma: no cover - the handler normally catches SIGINT
+            return 0
+        except OSError as e:  # e.g. the status port is taken
+            print(f"broker-agent: {e}", file=sys.stderr)
+            return 1
+
+
+def _agent_data_dirs(spec: FleetSpec) -> list[Path]:
+    """Each agent's --data-dir ({id} replaced), held locked while the agents run."""
+    d = spec.settings.data_dir
+    if d is None:
+        return []
+    ids = range(spec.first_id, spec.first_id + spec.count)
+    return sorted({Path(d.replace("{id}", str(bid))) for bid in ids})
 
 
 if __name__ == "__main__":

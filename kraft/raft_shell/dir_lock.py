@@ -1,9 +1,11 @@
-"""One process per controller data directory: an exclusive lock on ``DATA_DIR/.lock``.
+"""One process per data directory: an exclusive lock on ``DATA_DIR/.lock``.
 
 Kafka's log manager takes the same lock on each log directory. Without it a second
 ``kraft controller`` given the same ``--data-dir`` (a copy-paste slip, a service
 started twice) opened the same metadata log and quorum-state, won its own election
-and appended its batches into the segment the first process was writing.
+and appended its batches into the segment the first process was writing; a second
+``broker-agent`` took the first one's clean-shutdown broker epoch (KIP-966) and
+registered with it.
 
 The lock is ``flock`` on an open file: the kernel releases it when the process
 exits, however it exits, so a crash never leaves a stale lock behind. The file
@@ -26,7 +28,7 @@ class DataDirInUse(Exception):
 
 
 @contextlib.contextmanager
-def hold_dir_lock(data_dir: Path) -> Iterator[Path]:
+def hold_dir_lock(data_dir: Path, owner: str = "controller") -> Iterator[Path]:
     """Hold DATA_DIR/.lock (creating the directory if needed) while the block runs.
 
     Raises DataDirInUse, naming the holder's pid, when another process holds it.
@@ -42,7 +44,7 @@ def hold_dir_lock(data_dir: Path) -> Iterator[Path]:
             who = f"process {holder}" if holder.isdigit() else "another process"
             raise DataDirInUse(
                 f"{data_dir} is in use by {who} (it holds {path}): one data directory "
-                "per controller; stop that process or give this one another --data-dir"
+                f"per {owner}; stop that process or give this one another --data-dir"
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

@@ -163,3 +163,38 @@ async def test_every_agent_start_has_a_fresh_incarnation() -> None:
     first = await incarnations()
     second = await incarnations()
     assert len(set(first)) == 3 and not set(first) & set(second)
+
+
+def test_a_data_dir_in_use_is_refused_before_anything_runs(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:  # noqa: ANN001
+    """One agent per --data-dir (KIP-966's clean-shutdown broker epoch lives there):
+    a second agent on a held directory exits 1 naming the holder; a fleet's {id}
+    directories are each held, and the one in use is named."""
+    import os
+
+    from kraft.raft_shell.dir_lock import hold_dir_lock
+
+    from broker_agent import clean_shutdown
+
+    mine = tmp_path / "broker-4"
+    mine.mkdir()
+    clean_shutdown.write(mine, 17)  # the holder's, from its last controlled shutdown
+    with hold_dir_lock(mine, "broker"):
+        code = main(["--broker-id", "4", "--controllers", URLS, "--data-dir", str(mine)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith(f"broker-agent: {mine} is in use by process {os.getpid()} ")
+    assert "one data directory per broker" in err
+    assert clean_shutdown.take(mine) == 17  # not taken by the refused agent
+
+    with hold_dir_lock(tmp_path / "b-11", "broker"):
+        code = main(
+            ["fleet", "--count", "3", "--first-id", "10", "--controllers", URLS,
+             "--data-dir", str(tmp_path / "b-{id}")]
+        )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and f"{tmp_path / 'b-11'} is in use" in err
+    # the directories it took before the refusal are released again
+    with hold_dir_lock(tmp_path / "b-10", "broker"):
+        pass
