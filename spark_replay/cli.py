@@ -245,6 +245,15 @@ def _run(
             as_of_offset if as_of_offset is not None else H.offset_at_time(records(), as_of_time_ms)  # type: ignore[arg-type]
         )
         H.check_in_history(info, offset)
+        if as_of_offset is None and as_of_time_ms > info.last_time_ms:  # type: ignore[operator]
+            # Not an error (the state held from the last record on), but the log
+            # cannot tell what happened after it: say so rather than imply it.
+            print(
+                f"spark-replay: warning: --as-of-time {H.iso_time(as_of_time_ms)} is after the "
+                f"log's last record (offset {info.last_offset}, {H.iso_time(info.last_time_ms)}): "
+                "the state is the one the log ends with; the log says nothing later",
+                file=sys.stderr,
+            )
 
     as_of = as_of_offset is not None or as_of_time_ms is not None
     t = time.perf_counter()

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -174,6 +175,13 @@ def log_info(records: DataFrame) -> LogInfo:
             .collect()
         ]
     return _make_info(row["lo"], row["hi"], row["t0"], row["t1"], row["n"], snaps, markers)
+
+
+def iso_time(ms: int | None) -> str | None:
+    """An append time (ms since the epoch) as ISO 8601 UTC, to the millisecond."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
 def torn_tail_text(torn: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_replay.history import Tables
+from spark_replay.history import Tables, iso_time
 
 STATE_COLORS = {
     "UNFENCED": "#2ca02c",
@@ -41,12 +41,6 @@ CAUSE_COLORS = {
 }
 MAX_PLOTTED_BROKERS = 60
 MAX_BUCKETS = 400
-
-
-def _iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
 def _bucket_ms(info: Any) -> int:
@@ -130,7 +124,7 @@ def _longest(off: DataFrame, dur: Column) -> dict[str, Any] | None:
         "partition_id": r["partition_id"],
         "start_offset": r["start_offset"],
         "end_offset": r["end_offset"],
-        "start_time": _iso(r["start_time_ms"]),
+        "start_time": iso_time(r["start_time_ms"]),
         "duration_ms": r["duration_ms"],
         "still_open": r["end_offset"] is None,
     }
@@ -240,7 +234,7 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
         clipped = F.least(F.coalesce(F.col("end_time_ms"), stop_ms), stop_ms)
         while_running = {
             "until_offset": stop_at,
-            "until_time": _iso(stop["time_ms"]),
+            "until_time": iso_time(stop["time_ms"]),
             "max_offline_at_once": run_peak,
             "max_offline_at_offset": run_peak_at,
             "longest_window": _longest(
@@ -277,8 +271,8 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
     return {
         "log": {
             **info.to_dict(),
-            "first_time": _iso(info.first_time_ms),
-            "last_time": _iso(info.last_time_ms),
+            "first_time": iso_time(info.first_time_ms),
+            "last_time": iso_time(info.last_time_ms),
             "duration_s": round((info.last_time_ms - info.first_time_ms) / 1000, 3),
         },
         "records_by_type": dict(sorted(by_type.items(), key=lambda kv: -kv[1])),
@@ -305,7 +299,7 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
             "rebalances": causes.get("REBALANCE", 0),
             "busiest_minute": None
             if busiest is None
-            else {"start": _iso(int(busiest["m"]) * 60_000), "elections": busiest["count"]},
+            else {"start": iso_time(int(busiest["m"]) * 60_000), "elections": busiest["count"]},
         },
         "offline": {
             "windows": off_agg["windows"] or 0,
@@ -353,10 +347,10 @@ def _at_end(final: Any, brokers: dict[str, int], stop: dict[str, Any] | None) ->
             f"{n} {state.lower().replace('_', ' ')}" for state, n in stop["brokers_left_by"].items()
         )
         out["stopped_from_offset"] = stop["offset"]
-        out["stopped_from_time"] = _iso(stop["time_ms"])
+        out["stopped_from_time"] = iso_time(stop["time_ms"])
         out["note"] = (
             f"No broker is running at the end of the log: the cluster was stopped "
-            f"(from offset {stop['offset']}, {_iso(stop['time_ms'])}; brokers left by: {how}). "
+            f"(from offset {stop['offset']}, {iso_time(stop['time_ms'])}; brokers left by: {how}). "
             f"Partitions offline at the end follow from that stop; "
             f"offline.while_running has the figures from before it."
         )

@@ -420,6 +420,26 @@ def test_cli_state_as_of(golden: dict[str, Any]) -> None:
     assert (state["brokers"], state["partitions"]) == (brokers, partitions)
 
 
+def test_as_of_time_after_the_log_is_its_last_state_with_a_warning(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A time after the last record (130 s) gives the log's last state, and says
+    that the log tells nothing later; a time inside the log says nothing."""
+    data = tmp_path / "data"
+    write_log(data, STORY, segment_bytes=400)
+    last = len(images_by_offset(STORY)) - 1
+    result = run_job(spark, data, tmp_path / "late", as_of_time_ms=200_000, report=False)
+    assert result["as_of_offset"] == last
+    err = capsys.readouterr().err
+    assert (
+        "spark-replay: warning: --as-of-time 1970-01-01T00:03:20.000+00:00 is after the log's "
+        f"last record (offset {last}, 1970-01-01T00:02:10.000+00:00): the state is the one "
+        "the log ends with; the log says nothing later"
+    ) in err
+    run_job(spark, data, tmp_path / "in", as_of_time_ms=130_000, report=False)
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_cli_summary(golden: dict[str, Any]) -> None:
     """summary.json of the story, every figure worked out by hand."""
     out = _cli(golden)
