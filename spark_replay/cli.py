@@ -370,9 +370,9 @@ def main(argv: list[str] | None = None) -> int:
         log_dir = Path(args.log_dir).absolute()
         if not log_dir.exists():
             raise UserError(f"--log-dir {log_dir} does not exist")
-        from spark_replay.datasource import list_log_files
+        from spark_replay.datasource import check_holds_metadata, list_log_files
 
-        list_log_files(log_dir, fmt=args.format)
+        check_holds_metadata(list_log_files(log_dir, fmt=args.format))
         out = usable_out(args.out, log_dir)
         check_master(args.master)
     except (UserError, MetadataLogError) as e:

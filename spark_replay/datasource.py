@@ -26,6 +26,7 @@ Options:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,37 @@ def resolve_format(log_dir: str | Path, fmt: str = "auto") -> str:
             "log (magic 1) nor Kafka's (magic 2)"
         )
     return found
+
+
+_TOPIC_PARTITION = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+
+def check_holds_metadata(files: Sequence[LogFile]) -> None:
+    """Before Spark starts: the log has bytes, and its first Kafka-format batch
+    decodes as metadata records. A topic partition's folder given as --log-dir
+    holds Kafka batches (magic 2) too, whose records failed only inside Spark's
+    tasks, with a decoder's error about an api key."""
+    sized = [f for f in files if Path(f.path).stat().st_size > 0]
+    if not sized:
+        folder = Path(files[0].path).parent
+        raise MetadataLogError(f"{folder}: every segment and snapshot is empty: no records")
+    first = sized[0]
+    if first.fmt != FORMAT_KAFKA:
+        return  # magic 1 is only ever this project's metadata log
+    from metadata_log.kafka.reader import iter_file
+
+    path = Path(first.path)
+    try:
+        next(iter_file(path, allow_torn_tail=True), None)
+    except MetadataLogError as e:
+        m = _TOPIC_PARTITION.match(path.parent.name)
+        if m is None or m["topic"] == "__cluster_metadata":
+            raise
+        raise MetadataLogError(
+            f"{path.parent} is topic partition {m['topic']}-{m['partition']}'s folder, not "
+            f"a metadata log: its first batch is not metadata records ({e}); --log-dir takes "
+            "a data dir (log.dirs or metadata.log.dir) or its __cluster_metadata-0 folder"
+        ) from None
 
 
 def list_log_files(

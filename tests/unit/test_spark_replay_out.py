@@ -159,3 +159,34 @@ def test_an_out_beside_a_bare_folder_of_segments_is_fine(tmp_path: Path) -> None
     assert usable_out(tmp_path / "out", seg) == tmp_path / "out"
     with pytest.raises(UserError, match="inside the log's data dir"):
         usable_out(seg / "out", seg)
+
+
+KAFKA_3X = Path(__file__).resolve().parents[1] / "fixtures" / "kafka" / "kafka-3x-datadir"
+
+
+def test_a_topic_partitions_folder_or_an_empty_log_exits_2_before_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--log-dir at a data partition's folder (Kafka batches of user records) named
+    what it is, and a log of empty files said to be empty, before Spark starts: both
+    failed inside Spark's tasks (an api key the decoder did not know; no records)."""
+    from spark_replay.cli import main
+
+    _no_spark(monkeypatch)
+    topic = KAFKA_3X / "my-topic-0"
+    assert main(["--log-dir", str(topic), "--out", str(tmp_path / "o")]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith(
+        f"spark-replay: error: {topic} is topic partition my-topic-0's folder, not a metadata "
+        "log: its first batch is not metadata records ("
+    )
+    assert err.endswith("--log-dir takes a data dir (log.dirs or metadata.log.dir) or its "
+                        "__cluster_metadata-0 folder")  # fmt: skip
+
+    empty = tmp_path / "empty" / "__cluster_metadata-0"
+    empty.mkdir(parents=True)
+    (empty / "00000000000000000000.log").write_bytes(b"")
+    assert main(["--log-dir", str(empty.parent), "--out", str(tmp_path / "o2")]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err == (f"spark-replay: error: {empty}: every segment and snapshot is empty: no records")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o2").exists()
