@@ -374,6 +374,17 @@ def revoke(out: Path, name: str) -> None:
     _set_credential(out, name, None)
 
 
+def super_users(out: Path) -> set[str]:
+    """The principals the controllers' configs in `out` name in super.users."""
+    names: set[str] = set()
+    for path in out.glob("controller-*.properties"):
+        for line in path.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == "super.users":
+                names |= {u.strip().removeprefix("User:") for u in value.split(",") if u.strip()}
+    return names
+
+
 def rotate_ca_start(out: Path, days: int = 365) -> None:
     out = out.resolve()
     if (out / CA_NEXT_KEY).exists():
@@ -499,6 +510,15 @@ def _run_rotation(args: argparse.Namespace) -> int:
         if args.revoke:
             revoke(out, args.revoke)
             print(f"revoked {args.revoke}'s token in {out.resolve() / CREDENTIALS}")
+            if args.revoke in super_users(out):
+                # the admin routes (topics, elections, voter changes) take only
+                # super users: say how to get back in before anyone needs to
+                print(
+                    f"kraft certs: warning: {args.revoke} is in super.users: the admin "
+                    "commands are refused until it has a new token (kraft certs --out "
+                    f"{out} --renew {args.revoke} --new-token)",
+                    file=sys.stderr,
+                )
         if args.rotate_ca == "finish":
             rotate_ca_finish(out)
             print(f"{out.resolve() / 'ca.pem'} now holds only the new CA")

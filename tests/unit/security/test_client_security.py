@@ -174,4 +174,17 @@ def test_certs_revokes_a_known_principal(
     own = shutil.copytree(certs, tmp_path / "certs")  # the module's set stays whole
     assert main(["certs", "--out", str(own), "--revoke", "broker-4"]) == 0
     assert "broker-4=" not in (own / "credentials.properties").read_text()
-    assert "revoked broker-4's token" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "revoked broker-4's token" in out.out and out.err == ""
+    # the super user: revoked (a leaked token), with the way back in said at once
+    assert main(["certs", "--out", str(own), "--revoke", "admin"]) == 0
+    assert capsys.readouterr().err == (
+        "kraft certs: warning: admin is in super.users: the admin commands are refused "
+        f"until it has a new token (kraft certs --out {own} --renew admin --new-token)\n"
+    )
+    assert main(["certs", "--out", str(own), "--renew", "admin", "--new-token"]) == 0
+    from kraft.security.credentials import load_credentials
+
+    secret = (own / "admin.token").read_text().strip().split(":", 1)[1]
+    (stored,) = load_credentials(own / "credentials.properties")["admin"]
+    assert stored.matches(secret)
