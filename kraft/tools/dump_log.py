@@ -15,9 +15,9 @@ tool).
 
 A dump shows a damaged log as far as it can, so the holes are said where they
 are and the dump goes on: offsets missing between segments or between batches, a
-log that starts after its newest snapshot, a torn batch that is not at the end of
-the last segment, a snapshot that is torn or has no SnapshotFooter (a snapshot is
-written whole, then renamed). Any of them makes the exit status 1, with a last
+log that starts after its newest snapshot, a leader epoch lower than the one
+before it, a torn batch that is not at the end of the last segment, a snapshot
+that is torn or has no SnapshotFooter (a snapshot is written whole, then renamed). Any of them makes the exit status 1, with a last
 line on stderr that counts them: the log is not whole, and spark-replay would
 refuse it.
 """
@@ -241,6 +241,9 @@ def dump(
     # The next offset the log must hold: set by the newest snapshot, then by each
     # segment's last batch. None: not known (a single file was given).
     expect: int | None = None
+    # Raft's leader epochs never go back along the log; Kafka's batch CRC does not
+    # cover the epoch field, so a damaged one shows only as a step back.
+    epoch: int | None = None
     for path in files:
         if not as_json:
             print(f"Dumping {path}", file=out)
@@ -289,6 +292,13 @@ def dump(
                         )
                     )
                 expect = b.last_offset + 1
+                if epoch is not None and b.epoch < epoch:
+                    holes.say(
+                        f"{path}: the batch at offset {b.base_offset} (position {b.position}) "
+                        f"has leader epoch {b.epoch}, below the {epoch} before it: a log's "
+                        "epochs never go back"
+                    )
+                epoch = max(epoch or 0, b.epoch)
             footer = footer or any(row.type in _FOOTERS for row in b.rows)
             if b.last_offset < from_offset:
                 continue

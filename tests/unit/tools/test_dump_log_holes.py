@@ -120,6 +120,27 @@ def test_a_batch_cut_out_of_a_kafka_segment_is_a_gap(logs, capsys, tmp_path: Pat
     )
 
 
+def test_a_leader_epoch_that_goes_back_is_named(logs, capsys, tmp_path: Path) -> None:
+    """Kafka's batch CRC does not cover the partition leader epoch (bytes 12-15): a
+    flipped bit there is seen only as an epoch lower than the one before it."""
+    log = _copy(logs["kafka"], tmp_path)
+    seg = _segments(log)[-1]
+    batches = [b for b in iter_file(seg) if not isinstance(b, Exception)]
+    b = batches[len(batches) // 2]
+    assert b.epoch >= 1
+    data = bytearray(seg.read_bytes())
+    data[b.position + 12 : b.position + 16] = (b.epoch - 1).to_bytes(4, "big")
+    seg.write_bytes(bytes(data))
+    code, rows, err = _dump(capsys, str(log))
+    assert code == 1
+    assert [r["epoch"] for r in rows if r["base_offset"] == b.base_offset][0] == b.epoch - 1
+    assert err[0] == (
+        f"kraft dump-log: warning: {seg}: the batch at offset {b.base_offset} (position "
+        f"{b.position}) has leader epoch {b.epoch - 1}, below the {b.epoch} before it: a "
+        "log's epochs never go back"
+    )
+
+
 @pytest.mark.parametrize("fmt", ["native", "kafka"])
 def test_a_torn_segment_that_is_not_the_last_is_not_whole(
     logs, capsys, tmp_path: Path, fmt: str
