@@ -17,9 +17,9 @@ A dump shows a damaged log as far as it can, so the holes are said where they
 are and the dump goes on: offsets missing between segments or between batches, a
 log that starts after its newest snapshot, a leader epoch lower than the one
 before it, a torn batch that is not at the end of the last segment, a snapshot
-that is torn or has no SnapshotFooter (a snapshot is written whole, then renamed). Any of them makes the exit status 1, with a last
-line on stderr that counts them: the log is not whole, and spark-replay would
-refuse it.
+that is torn or has no SnapshotFooter (a snapshot is written whole, then
+renamed). Any of them makes the exit status 1, with a last line on stderr that
+names the first and counts the rest: the log is not whole.
 """
 
 from __future__ import annotations

@@ -54,10 +54,15 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # a zombie still answers kill(0): it has exited but not been reaped
+    # A zombie still answers kill(0): it has exited but not been reaped. But a
+    # killed process's leader thread shows "Z" while its other threads (a
+    # controller's fsync worker, ...) are still going, and until they are gone its
+    # parent's waitpid cannot reap it either (`cluster up` saw it alive).
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
+            if f.read().split(")")[-1].split()[0] != "Z":
+                return True
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
     except OSError:
         return False
 
