@@ -268,6 +268,8 @@ def _run(
     timings["tables_s"] = time.perf_counter() - t
     if info.torn_tail:
         print(f"spark-replay: warning: {H.torn_tail_text(info.torn_tail)}", file=sys.stderr)
+    if info.epoch_back:
+        print(f"spark-replay: warning: {H.epoch_back_text(info.epoch_back)}", file=sys.stderr)
     _progress(
         f"records and history tables written ({timings['tables_s']:.1f} s, "
         f"{max(1, info.record_count) / timings['tables_s']:,.0f} records/s)"
@@ -318,6 +320,7 @@ def _run(
             "metadata_version": metadata_version(records()),
             **summarize(records(), written),
             **({"torn_tail": info.torn_tail} if info.torn_tail else {}),
+            **({"epoch_back": info.epoch_back} if info.epoch_back else {}),
         }
         write_report(out, summary, plots(written, summary["at_end"]))
         result["summary"] = summary

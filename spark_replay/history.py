@@ -108,11 +108,16 @@ class LogInfo:
     # {file, position, bytes}: the newest segment ended in an incomplete batch,
     # read as the end of the data (a cut-short append, or damage: it is said)
     torn_tail: dict[str, Any] | None = None
+    # {file, offset, epoch, before}: the first record whose leader epoch is below
+    # an earlier one (Raft's epochs never go back; Kafka's CRC does not cover them)
+    epoch_back: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         torn = {"torn_tail": self.torn_tail} if self.torn_tail else {}
+        back = {"epoch_back": self.epoch_back} if self.epoch_back else {}
         return {
             **torn,
+            **back,
             "first_offset": self.first_offset,
             "last_offset": self.last_offset,
             "first_time_ms": self.first_time_ms,
@@ -193,6 +198,30 @@ def torn_tail_text(torn: dict[str, Any]) -> str:
     )
 
 
+def epoch_back_text(back: dict[str, Any]) -> str:
+    """One sentence for LogInfo.epoch_back: stderr and the report."""
+    return (
+        f"{back['file']}: the record at offset {back['offset']} has leader epoch "
+        f"{back['epoch']}, below the {back['before']} before it: a log's epochs never go "
+        "back, so a batch's epoch field is damaged (Kafka's batch CRC does not cover it); "
+        "the tables' epochs may be wrong from there"
+    )
+
+
+def _epoch_back(segs: list[Any]) -> dict[str, Any] | None:
+    """The first step back of the leader epoch along the segments (offset order)."""
+    top: int | None = None
+    for s in sorted(segs, key=lambda s: s.first_offset):
+        if top is not None and s.first_epoch is not None and s.first_epoch < top:
+            return {"file": s.path, "offset": s.first_offset, "epoch": s.first_epoch, "before": top}
+        if s.epoch_back:
+            offset, epoch, before = s.epoch_back
+            return {"file": s.path, "offset": offset, "epoch": epoch, "before": before}
+        if s.top_epoch is not None:
+            top = s.top_epoch if top is None else max(top, s.top_epoch)
+    return None
+
+
 def info_from_stats(stats: list[Any]) -> LogInfo:
     """The same LogInfo from the records stage's per-file `FileStats` (no Spark query)."""
     segs = [s for s in stats if s.source == "segment" and s.records]
@@ -213,6 +242,7 @@ def info_from_stats(stats: list[Any]) -> LogInfo:
     for s in stats:
         if s.source == "snapshot" and s.snapshot_end_offset == info.snapshot_end_offset:
             _check_whole_snapshot(s)
+    info.epoch_back = _epoch_back(segs)
     for s in stats:
         if s.torn_tail:
             info.torn_tail = {"file": s.path, "position": s.torn_tail[0], "bytes": s.torn_tail[1]}

@@ -752,13 +752,18 @@ th{{padding-right:.8em}}.plot img{{max-width:none;width:680px}}}}</style>
 
 
 def _torn_tail_note(summary: dict[str, Any]) -> str:
-    """A warning paragraph above the tables when the log ended in a torn batch."""
-    torn = summary.get("torn_tail")
-    if not torn:
-        return ""
-    from spark_replay.history import torn_tail_text
+    """Warning paragraphs above the tables: the log ended in a torn batch, or a
+    leader epoch went back."""
+    from spark_replay.history import epoch_back_text, torn_tail_text
 
-    return f'<p class="warning"><strong>Warning:</strong> {html.escape(torn_tail_text(torn))}</p>\n'
+    notes = []
+    if summary.get("torn_tail"):
+        notes.append(torn_tail_text(summary["torn_tail"]))
+    if summary.get("epoch_back"):
+        notes.append(epoch_back_text(summary["epoch_back"]))
+    return "".join(
+        f'<p class="warning"><strong>Warning:</strong> {html.escape(n)}</p>\n' for n in notes
+    )
 
 
 # ----------------------------------------------------------------------------- what if (issue 20)

@@ -526,3 +526,62 @@ def test_a_torn_tail_is_told_to_the_driver(fmt: str, kafka_log: Path, tmp_path: 
     assert f"{path} ends in an incomplete batch at file position {position}" in text
     assert "Warning:" in _torn_tail_note({"torn_tail": info.torn_tail})
     assert _torn_tail_note({}) == ""
+
+
+def test_a_leader_epoch_that_goes_back_is_told_to_the_driver(
+    kafka_log: Path, tmp_path: Path
+) -> None:
+    """Kafka's batch CRC does not cover the partition leader epoch (bytes 12-15): a
+    damaged one decodes, and showed nowhere. Each segment's stats keep its first and
+    highest epoch and its first step back; the driver finds a step back inside a
+    segment and across two, and says so (stderr, summary, report)."""
+    from kraft.tools.dump_log import iter_file
+    from spark_replay.decode import file_stats
+    from spark_replay.history import epoch_back_text, info_from_stats
+    from spark_replay.report import _torn_tail_note
+
+    def stats_of(files: list[Any]) -> list[Any]:
+        out = []
+        for g in files:
+            out.append(file_stats(g))
+            list(read_file(g, stats=out[-1]))
+        return out
+
+    segs = [f for f in list_log_files(kafka_log) if f.source == SOURCE_SEGMENT]
+    assert len(segs) >= 2
+    assert info_from_stats(stats_of(segs)).epoch_back is None
+
+    def damaged(which: int, pick: Any) -> tuple[list[Any], Any]:
+        copies = []
+        for f in segs:
+            copy = tmp_path / f"{which}" / Path(f.path).name
+            copy.parent.mkdir(exist_ok=True)
+            shutil.copyfile(f.path, copy)
+            copies.append(dataclasses.replace(f, path=str(copy)))
+        path = Path(copies[which].path)
+        batches = [b for b in iter_file(path) if not isinstance(b, Exception)]
+        b = pick(batches)
+        data = bytearray(path.read_bytes())
+        data[b.position + 12 : b.position + 16] = (0).to_bytes(4, "big")
+        path.write_bytes(bytes(data))
+        return copies, b
+
+    # inside a segment: a batch in the middle of the last one
+    copies, b = damaged(len(segs) - 1, lambda bs: bs[len(bs) // 2])
+    top = max(x.epoch for x in iter_file(Path(segs[-1].path)) if x.base_offset < b.base_offset)
+    info = info_from_stats(stats_of(copies))
+    assert info.epoch_back == {
+        "file": copies[-1].path,
+        "offset": b.base_offset,
+        "epoch": 0,
+        "before": top,
+    }
+    assert info.to_dict()["epoch_back"] == info.epoch_back
+    text = epoch_back_text(info.epoch_back)
+    assert text.startswith(f"{copies[-1].path}: the record at offset {b.base_offset} has leader ")
+    assert "Warning:" in _torn_tail_note({"epoch_back": info.epoch_back})
+    # across segments: the first batch of the second segment
+    copies, b = damaged(1, lambda bs: bs[0])
+    info = info_from_stats(stats_of(copies))
+    assert info.epoch_back is not None
+    assert (info.epoch_back["file"], info.epoch_back["offset"]) == (copies[1].path, b.base_offset)
