@@ -173,9 +173,8 @@ def test_a_data_dir_in_use_is_refused_before_anything_runs(
     directories are each held, and the one in use is named."""
     import os
 
-    from kraft.raft_shell.dir_lock import hold_dir_lock
-
     from broker_agent import clean_shutdown
+    from kraft.raft_shell.dir_lock import hold_dir_lock
 
     mine = tmp_path / "broker-4"
     mine.mkdir()
