@@ -192,10 +192,10 @@ class FileStats:
     # (read as the end of data, as Kafka's recovery does; the driver says so)
     torn_tail: list[int] | None = None
     # A segment's leader epochs, for the driver's check that they never go back
-    # (Kafka's batch CRC does not cover the epoch): the first and the highest, and
-    # [offset, epoch, highest before] of its first record below an earlier epoch.
+    # (Kafka's batch CRC does not cover the epoch): the first (the highest is
+    # max_epoch), and [offset, epoch, highest before] of its first record below an
+    # earlier epoch.
     first_epoch: int | None = None
-    top_epoch: int | None = None
     epoch_back: list[int] | None = None
     _epoch_rows: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list, repr=False)
 
@@ -214,7 +214,14 @@ class FileStats:
         self.last_time_ms = _max(self.last_time_ms, t["max"].as_py())
         self.max_epoch = _max(self.max_epoch, pc.max(batch.column(2)).as_py())
         if self.source == SOURCE_SEGMENT:
-            self._check_epochs(offs, batch.column(2))
+            # kept until finish(): a chunk's rows may come grouped by record type
+            # (Kafka's fast path), so only the whole file is in offset order
+            self._epoch_rows.append(
+                (
+                    offs.to_numpy(zero_copy_only=False).astype(np.int64),
+                    batch.column(2).to_numpy(zero_copy_only=False).astype(np.int64),
+                )
+            )
         types = batch.column(5)
         counts = pc.value_counts(types)
         for name, c in zip(
@@ -233,18 +240,8 @@ class FileStats:
             ):
                 self.markers.append((o, t, ts, ep, fj))
 
-    def _check_epochs(self, offsets: pa.Array, epochs: pa.Array) -> None:
-        # Kept until finish(): a chunk's rows may come grouped by record type
-        # (Kafka's fast path), so only the whole file is in offset order.
-        self._epoch_rows.append(
-            (
-                offsets.to_numpy(zero_copy_only=False).astype(np.int64),
-                epochs.to_numpy(zero_copy_only=False).astype(np.int64),
-            )
-        )
-
     def finish(self) -> None:
-        """Once the file is read: its first and highest epoch, and its first step back."""
+        """Once the file is read: its first epoch, and its first step back."""
         rows, self._epoch_rows = self._epoch_rows, []
         if not rows:
             return
@@ -254,7 +251,7 @@ class FileStats:
         ep = np.concatenate([e for _, e in rows])[order]
         top = np.maximum.accumulate(ep)
         back = np.flatnonzero(ep[1:] < top[:-1])
-        self.first_epoch, self.top_epoch = int(ep[0]), int(top[-1])
+        self.first_epoch = int(ep[0])
         if len(back):
             i = int(back[0]) + 1
             self.epoch_back = [int(offs[i]), int(ep[i]), int(top[i - 1])]
@@ -274,7 +271,6 @@ class FileStats:
             "markers": self.markers,
             "torn_tail": self.torn_tail,
             "first_epoch": self.first_epoch,
-            "top_epoch": self.top_epoch,
             "epoch_back": self.epoch_back,
         }
 

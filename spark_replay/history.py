@@ -217,8 +217,8 @@ def _epoch_back(segs: list[Any]) -> dict[str, Any] | None:
         if s.epoch_back:
             offset, epoch, before = s.epoch_back
             return {"file": s.path, "offset": offset, "epoch": epoch, "before": before}
-        if s.top_epoch is not None:
-            top = s.top_epoch if top is None else max(top, s.top_epoch)
+        if s.max_epoch is not None:
+            top = s.max_epoch if top is None else max(top, s.max_epoch)
     return None
 
 

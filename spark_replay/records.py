@@ -103,8 +103,7 @@ def stats_from_dict(d: dict[str, Any]) -> FileStats:
         setattr(s, k, d[k])
     s.markers = [tuple(m) for m in d["markers"]]  # type: ignore[misc]
     s.torn_tail = d.get("torn_tail")
-    s.first_epoch, s.top_epoch = d.get("first_epoch"), d.get("top_epoch")
-    s.epoch_back = d.get("epoch_back")
+    s.first_epoch, s.epoch_back = d.get("first_epoch"), d.get("epoch_back")
     span = d.get("task_span")
     s.task_span = None if span is None else tuple(span)  # type: ignore[assignment]
     return s
