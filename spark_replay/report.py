@@ -742,7 +742,7 @@ pre{{background:#f4f4f4;padding:1em;overflow-x:auto}}
 th{{padding-right:.8em}}.plot img{{max-width:none;width:680px}}}}</style>
 </head><body>
 <h1>Cluster metadata history{html.escape(_title_suffix(summary))}</h1>
-{_torn_tail_note(summary)}<table>{rows}</table>
+{_log_warnings(summary)}<table>{rows}</table>
 {figs}
 <h2>summary.json</h2>
 <pre>{html.escape(json.dumps(summary, indent=2))}</pre>
@@ -751,7 +751,7 @@ th{{padding-right:.8em}}.plot img{{max-width:none;width:680px}}}}</style>
     (out_dir / "report.html").write_text(page)
 
 
-def _torn_tail_note(summary: dict[str, Any]) -> str:
+def _log_warnings(summary: dict[str, Any]) -> str:
     """Warning paragraphs above the tables: the log ended in a torn batch, or a
     leader epoch went back."""
     from spark_replay.history import epoch_back_text, torn_tail_text

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from kraft.arg_types import whole_number
+from kraft.config import parse_properties
+from kraft.security.authz import parse_super_users
 from kraft.security.credentials import hash_secret, new_secret
 
 
@@ -375,13 +377,12 @@ def revoke(out: Path, name: str) -> None:
 
 
 def super_users(out: Path) -> set[str]:
-    """The principals the controllers' configs in `out` name in super.users."""
+    """The principals the controllers' configs in `out` name in super.users (read
+    as the controllers read them: properties, then Kafka's `User:a;User:b`)."""
     names: set[str] = set()
     for path in out.glob("controller-*.properties"):
-        for line in path.read_text().splitlines():
-            key, sep, value = line.partition("=")
-            if sep and key.strip() == "super.users":
-                names |= {u.strip().removeprefix("User:") for u in value.split(",") if u.strip()}
+        props = parse_properties(path.read_text(), str(path))
+        names |= parse_super_users(props.get("super.users"))
     return names
 
 

@@ -30,6 +30,7 @@ import pyarrow as pa
 from metadata_log.records import (
     FENCE_NO,
     FENCE_YES,
+    LEADER_RECOVERY_UNCHANGED,
     NO_LEADER,
     NO_LEADER_CHANGE,
     RECOVERING,
@@ -49,7 +50,6 @@ from metadata_log.records import (
 from spark_replay.segment_replay import table_schema
 from spark_replay.tables import LEADER_ELECTIONS_COLUMNS, OFFLINE_PARTITIONS_COLUMNS
 
-RECOVERY_UNCHANGED = -1
 # a unit's events that can give an election its cause (history._unit_events)
 FENCE, SHUTDOWN, UNFENCE, CONFIG = "FENCE", "CONTROLLED_SHUTDOWN", "UNFENCE", "CONFIG"
 # a partition's state: the fields the two tables read, and its open offline window
@@ -125,7 +125,7 @@ class HistoryStream:
                 if st is not None:
                     if r.isr is not None:
                         st[ISR] = r.isr
-                    if r.leader_recovery_state != RECOVERY_UNCHANGED:
+                    if r.leader_recovery_state != LEADER_RECOVERY_UNCHANGED:
                         st[RECOVERY] = r.leader_recovery_state
                     return
         # this batch's rows outside any transaction: one unit, however a
@@ -220,7 +220,7 @@ class HistoryStream:
                 st[ISR] = r.isr
             if r.replicas is not None:
                 st[REPLICAS] = r.replicas
-            if r.leader_recovery_state != RECOVERY_UNCHANGED:
+            if r.leader_recovery_state != LEADER_RECOVERY_UNCHANGED:
                 st[RECOVERY] = r.leader_recovery_state
         leader = st[LEADER]
         if sets_leader:

@@ -493,7 +493,7 @@ def test_a_torn_tail_is_told_to_the_driver(fmt: str, kafka_log: Path, tmp_path: 
     summary and stderr said nothing of it."""
     from spark_replay.decode import file_stats
     from spark_replay.history import info_from_stats, torn_tail_text
-    from spark_replay.report import _torn_tail_note
+    from spark_replay.report import _log_warnings
 
     before = []  # the stats of the segments before the torn one
     if fmt == "kafka":
@@ -524,8 +524,8 @@ def test_a_torn_tail_is_told_to_the_driver(fmt: str, kafka_log: Path, tmp_path: 
     assert info.to_dict()["torn_tail"] == info.torn_tail
     text = torn_tail_text(info.torn_tail)
     assert f"{path} ends in an incomplete batch at file position {position}" in text
-    assert "Warning:" in _torn_tail_note({"torn_tail": info.torn_tail})
-    assert _torn_tail_note({}) == ""
+    assert "Warning:" in _log_warnings({"torn_tail": info.torn_tail})
+    assert _log_warnings({}) == ""
 
 
 def test_a_leader_epoch_that_goes_back_is_told_to_the_driver(
@@ -538,7 +538,7 @@ def test_a_leader_epoch_that_goes_back_is_told_to_the_driver(
     from kraft.tools.dump_log import iter_file
     from spark_replay.decode import file_stats
     from spark_replay.history import epoch_back_text, info_from_stats
-    from spark_replay.report import _torn_tail_note
+    from spark_replay.report import _log_warnings
 
     def stats_of(files: list[Any]) -> list[Any]:
         out = []
@@ -579,7 +579,7 @@ def test_a_leader_epoch_that_goes_back_is_told_to_the_driver(
     assert info.to_dict()["epoch_back"] == info.epoch_back
     text = epoch_back_text(info.epoch_back)
     assert text.startswith(f"{copies[-1].path}: the record at offset {b.base_offset} has leader ")
-    assert "Warning:" in _torn_tail_note({"epoch_back": info.epoch_back})
+    assert "Warning:" in _log_warnings({"epoch_back": info.epoch_back})
     # across segments: the first batch of the second segment
     copies, b = damaged(1, lambda bs: bs[0])
     info = info_from_stats(stats_of(copies))
