@@ -101,6 +101,9 @@ class _Event:
     deadline_ms: int
     future: asyncio.Future[Any]
     enqueued_ms: int  # by the service's clock
+    # the service's own event (`_deferred`): a large write's reply gets its
+    # committed_at/appended_at for the log line; never a client's reply
+    timed: bool = False
 
 
 # Undo entries dropped per loop turn once committed (~1 ms of work).
@@ -137,6 +140,7 @@ class _LargeWrite:
     in_transaction: bool = False  # the BeginTransactionRecord is appended
     committed_at: float | None = None  # perf_counter when the high watermark passed `last`
     appended_at: float | None = None  # perf_counter when it was appended
+    timed: bool = False  # _Event.timed: the reply gets the two times above
 
 
 class ControllerService:
@@ -587,7 +591,7 @@ class ControllerService:
         last = self.writer.next_offset() - 1 if w.last < 0 else w.last
         assert self.controller.image.offset == last, (self.controller.image.offset, last)
         self._no_large_write()
-        if isinstance(w.reply, dict):
+        if w.timed and isinstance(w.reply, dict):
             if w.committed_at is not None:
                 w.reply["committed_at"] = w.committed_at
             if w.appended_at is not None:
@@ -663,6 +667,7 @@ class ControllerService:
                 self._start_large_write(_LargeWrite(
                     encoder, list(result.records), encoder.encode(result.records),
                     self.timestamp(), ev.future, result.reply, started, more=result.more,
+                    timed=ev.timed,
                 ))  # fmt: skip
                 return
             last = (
@@ -680,6 +685,7 @@ class ControllerService:
         if pending is not None:
             # answered once replayed (and committed), by _end_large_write
             pending.future, pending.reply, pending.started = ev.future, result.reply, started
+            pending.timed = ev.timed
             return
         self._wait_for(last, ev.future, result.reply, started)
 
@@ -748,7 +754,9 @@ class ControllerService:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         fut.add_done_callback(done)
         now = self.clock()
-        self._priority.append(_Event(name, generate, now + self.request_timeout_ms, fut, now))
+        self._priority.append(
+            _Event(name, generate, now + self.request_timeout_ms, fut, now, timed=True)
+        )
         self._wakeup.set()
 
     def _fence_committed(self, reply: Any, ran_at: float) -> None:

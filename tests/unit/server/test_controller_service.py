@@ -426,6 +426,29 @@ async def test_large_write_replays_in_chunks_and_holds_other_work() -> None:
         await svc.stop()
 
 
+async def test_a_client_reply_of_a_large_write_carries_only_its_own_fields() -> None:
+    """The commit and append times a large write records are for the service's own
+    log line (a fence's); a client's reply (a re-registration that fences its
+    partitions, say) is what the command answered, nothing more."""
+    h = Harness()
+    svc, writer, clock = make(h, max_idle_interval_ms=0)
+    n = REPLAY_CHUNK * 3 + 5
+
+    def gen(c: QuorumController, now: int, off: int) -> ControllerResult:
+        return ControllerResult(tuple(NoOpRecord() for _ in range(n)), {"broker_epoch": 7})
+
+    svc.start()
+    try:
+        big = asyncio.ensure_future(svc.write("register-broker", gen))
+        await _mid_replay(svc)
+        last = writer.appended[-1][1]
+        writer.committed = last  # committed before the replay is done: committed_at is set
+        svc.on_committed(last)
+        assert await asyncio.wait_for(big, 2) == {"broker_epoch": 7}
+    finally:
+        await svc.stop()
+
+
 @pytest.mark.parametrize("committed", [True, False])
 async def test_lost_leadership_during_a_large_replay(committed: bool) -> None:
     """Committed records are all replayed (they will not come again); uncommitted
