@@ -59,21 +59,27 @@ class UserError(Exception):
 
 
 def _check_out_beside_log(out: Path, log_dir: str | Path) -> None:
-    """OUT may not be inside the metadata log's folder, nor inside a node's data dir
-    (one with meta.properties: a Kafka broker refuses to start on a log dir
-    holding folders that are not topic partitions)."""
-    from metadata_log.replay import METADATA_DIR_NAME
+    """OUT may not be inside the metadata log's folder, nor inside any node's data
+    dir (one with meta.properties, this log's or another's: a Kafka broker refuses
+    to start on a log dir holding folders that are not topic partitions)."""
     from spark_replay.datasource import metadata_dir
 
     log_folder = metadata_dir(log_dir).resolve()
-    owned = [log_folder]
-    if log_folder.name == METADATA_DIR_NAME and (log_folder.parent / "meta.properties").exists():
-        owned.append(log_folder.parent)
-    for folder in owned:
-        if out == folder or folder in out.parents:
+    if out == log_folder or log_folder in out.parents:
+        raise UserError(
+            f"--out {out} is inside the log's data dir {log_folder}: give a folder "
+            "outside it (the outputs would sit beside the metadata log)"
+        )
+    for folder in (out, *out.parents):
+        if (folder / "meta.properties").is_file():
+            whose = (
+                "the log's data dir"
+                if folder == log_folder.parent
+                else "the data dir of another Kafka or kraft node (it holds meta.properties)"
+            )
             raise UserError(
-                f"--out {out} is inside the log's data dir {folder}: give a folder "
-                "outside it (the outputs would sit beside the metadata log)"
+                f"--out {out} is inside {whose} {folder}: give a folder outside it "
+                "(a node refuses to start on a data dir holding folders it does not know)"
             )
 
 
@@ -376,8 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         from spark_replay.datasource import check_holds_metadata, list_log_files
 
         check_holds_metadata(list_log_files(log_dir, fmt=args.format))
+        check_master(args.master)  # first: a bad --master leaves no OUT behind
         out = usable_out(args.out, log_dir)
-        check_master(args.master)
     except (UserError, MetadataLogError) as e:
         print(f"spark-replay: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR

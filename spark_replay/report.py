@@ -190,8 +190,12 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
         el.filter(F.col("cause") != "CREATE")
         .agg(
             F.count(F.lit(1)).alias("n"),
+            F.sum(F.when(F.col("election_type").isin("ISR", "ELR"), 1).otherwise(0)).alias("clean"),
             F.sum(F.when(F.col("unclean"), 1).otherwise(0)).alias("unclean"),
-            F.sum(F.when(F.col("new_leader") < 0, 1).otherwise(0)).alias("lost"),
+            # a leader there was is gone: not a leaderless partition's epoch bump
+            F.sum(
+                F.when((F.col("new_leader") < 0) & (F.col("old_leader") >= 0), 1).otherwise(0)
+            ).alias("lost"),
         )
         .first()
     )
@@ -291,7 +295,7 @@ def summarize(records: DataFrame, tables: Tables) -> dict[str, Any]:
         },
         "elections": {
             "total": e["n"] or 0,
-            "clean": (e["n"] or 0) - (e["unclean"] or 0),
+            "clean": e["clean"] or 0,
             "unclean": e["unclean"] or 0,
             "leader_lost": e["lost"] or 0,
             "by_cause": dict(sorted(causes.items())),

@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(args.log_dir).exists():
             raise ScenarioError(f"--log-dir {args.log_dir} does not exist")
         # before the facts, which take minutes on a big log
+        check_master(args.master)  # first: a bad --master leaves no OUT behind
         args.out = str(usable_out(args.out, args.log_dir))
-        check_master(args.master)
         from spark_replay.whatif.facts import read_facts
         from spark_replay.whatif.job import check_racks
 

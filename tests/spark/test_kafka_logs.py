@@ -225,6 +225,22 @@ def test_kafka_3x_datadir_the_window_reference_writes_the_same_tables(
     assert (causes[2712], causes[2713]) == ("FENCE", "FENCE")
 
 
+def test_kafka_3x_datadir_summary_counts_no_clean_election_and_two_leaders_lost(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The four non-CREATE rows of the 3.x data dir elect nobody: the shutdown's two
+    take the leaders (lost), the fence's two bump leaderless partitions' epochs
+    (-1 -> -1: no leader to lose). summary.json counted all four clean and four lost."""
+    run_job(spark, FIXTURES / "kafka-3x-datadir", tmp_path / "out")
+    elections = json.loads((tmp_path / "out" / "summary.json").read_text())["elections"]
+    assert (
+        elections["total"],
+        elections["clean"],
+        elections["unclean"],
+        elections["leader_lost"],
+    ) == (4, 0, 0, 2)
+
+
 def test_a_snapshot_without_its_footer_is_not_a_starting_state(spark: Any, tmp_path: Path) -> None:
     """Kafka 4's snapshot (no segments beside it) is the whole story; the same file
     cut before its SnapshotFooter batch is refused, naming the file, before any

@@ -117,6 +117,29 @@ def test_an_out_inside_a_copied_folder_without_meta_properties_is_fine(tmp_path:
 
 
 @BOTH_CLIS
+def test_an_out_inside_another_node_s_data_dir_exits_2_and_writes_nothing_there(
+    tmp_path: Path,
+    command: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not only the log's own data dir: any node's (one holding meta.properties)."""
+    from spark_replay.cli import main
+
+    _no_spark(monkeypatch)
+    node = tmp_path / "kafka-data"
+    node.mkdir()
+    (node / "meta.properties").write_text("cluster.id=x\nnode.id=4\n")
+    out = node / "reports" / "o"
+    code = main([*command[:1], "--log-dir", str(LOG), "--out", str(out), *command[1:]])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "is inside the data dir of another Kafka or kraft node" in err[0]
+    assert str(node) in err[0], err
+    assert sorted(p.name for p in node.iterdir()) == ["meta.properties"]
+
+
+@BOTH_CLIS
 def test_a_master_spark_would_refuse_exits_2_before_spark(
     tmp_path: Path,
     command: list[str],
@@ -131,6 +154,7 @@ def test_a_master_spark_would_refuse_exits_2_before_spark(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1 and "--master 'bogus://x' is not a Spark master URL" in err[0], err
+    assert not (tmp_path / "o").exists()  # checked before OUT is made
     for ok in ("local", "local[2]", "local[*]", "local[4,2]", "spark://127.0.0.1:7077", "yarn"):
         check_master(ok)
 
