@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from kraft.controller.errors import ApiError
@@ -10,14 +11,26 @@ UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 
-def _long_at_least(lo: int) -> Callable[[str], bool]:
+# Kafka's ConfigDef reads a number trimmed, in decimal digits, within its type's
+# range (Java's parseInt/parseLong): no "1_000", no 40 digits.
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+_INT_MAX, _LONG_MAX = 2**31 - 1, 2**63 - 1
+
+
+def _number_at_least(lo: int, hi: int) -> Callable[[str], bool]:
     def check(v: str) -> bool:
-        try:
-            return int(v) >= lo
-        except ValueError:
-            return False
+        text = v.strip()
+        return _DECIMAL.fullmatch(text) is not None and lo <= int(text) <= hi
 
     return check
+
+
+def _long_at_least(lo: int) -> Callable[[str], bool]:
+    return _number_at_least(lo, _LONG_MAX)
+
+
+def _int_at_least(lo: int) -> Callable[[str], bool]:
+    return _number_at_least(lo, _INT_MAX)
 
 
 def _one_of(*choices: str) -> Callable[[str], bool]:
@@ -35,12 +48,12 @@ TOPIC_CONFIGS: dict[str, tuple[Callable[[str], bool], str]] = {
         _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
         "producer, uncompressed, gzip, snappy, lz4 or zstd",
     ),
-    "retention.ms": (_long_at_least(-1), "an integer >= -1"),
-    "retention.bytes": (_long_at_least(-1), "an integer >= -1"),
-    "segment.bytes": (_long_at_least(14), "an integer >= 14"),
-    "segment.ms": (_long_at_least(1), "an integer >= 1"),
-    "max.message.bytes": (_long_at_least(0), "an integer >= 0"),
-    MIN_INSYNC_REPLICAS: (_long_at_least(1), "an integer >= 1"),
+    "retention.ms": (_long_at_least(-1), f"an integer in -1..{_LONG_MAX}"),
+    "retention.bytes": (_long_at_least(-1), f"an integer in -1..{_LONG_MAX}"),
+    "segment.bytes": (_int_at_least(14), f"an integer in 14..{_INT_MAX}"),
+    "segment.ms": (_long_at_least(1), f"an integer in 1..{_LONG_MAX}"),
+    "max.message.bytes": (_int_at_least(0), f"an integer in 0..{_INT_MAX}"),
+    MIN_INSYNC_REPLICAS: (_int_at_least(1), f"an integer in 1..{_INT_MAX}"),
     "message.timestamp.type": (
         _one_of("CreateTime", "LogAppendTime"),
         "CreateTime or LogAppendTime",

@@ -6,6 +6,7 @@ range is an INVALID_REQUEST whose message names the field. Pure: no I/O.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -43,6 +44,43 @@ def _is_nonneg_int(v: Any) -> bool:
     return type(v) is int and v >= 0
 
 
+# Kafka's wire types: node, partition and replica ids are int32 and never
+# negative here; leader and partition epochs int32; broker epochs and offsets
+# int64; feature versions int16. A wider value would be stored and replayed,
+# and then refused by the Raft fetch or a Kafka-format reader.
+INT16_MAX, INT32_MAX, INT64_MAX = 2**15 - 1, 2**31 - 1, 2**63 - 1
+ID = f"an integer in 0..{INT32_MAX}"
+INT32 = f"an integer in {-INT32_MAX - 1}..{INT32_MAX}"
+INT64 = f"an integer in {-INT64_MAX - 1}..{INT64_MAX}"
+VERSION = f"an integer in 0..{INT16_MAX}"
+
+
+def _is_id(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= INT32_MAX
+
+
+def _is_int32(v: Any) -> bool:
+    return type(v) is int and -INT32_MAX - 1 <= v <= INT32_MAX
+
+
+def _is_int64(v: Any) -> bool:
+    return type(v) is int and -INT64_MAX - 1 <= v <= INT64_MAX
+
+
+def _is_version(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= INT16_MAX
+
+
+def _is_uuid(v: Any) -> bool:
+    if type(v) is not str:
+        return False
+    try:
+        uuid.UUID(v)
+    except ValueError:
+        return False
+    return True
+
+
 def _is_bool(v: Any) -> bool:
     return type(v) is bool
 
@@ -60,14 +98,22 @@ def _is_list(v: Any) -> bool:
 
 
 def _int_list(v: Any, name: str) -> tuple[int, ...]:
-    if not _is_list(v) or not all(_is_nonneg_int(x) for x in v):
-        raise invalid(f"field {name!r} must be a list of non-negative integers, got {v!r}")
+    if not _is_list(v) or not all(_is_id(x) for x in v):
+        raise invalid(f"field {name!r} must be a list of broker ids ({ID}), got {v!r}")
     return tuple(v)
 
 
-def _require_dict(body: Any) -> dict[str, Any]:
+def _require_dict(body: Any, fields: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The body as an object; with `fields`, one naming only those (an admin's
+    typo, "replicaton_factor", must not fall back to the default in silence).
+    The brokers' own requests leave `fields` out: an agent newer than the
+    controller may send more, as Kafka's tagged fields."""
     if not isinstance(body, dict):
         raise invalid(f"request body must be an object, got {type(body).__name__}")
+    if fields is not None:
+        for key in body:
+            if key not in fields:
+                raise invalid(f"unknown field {key!r} (the fields are {', '.join(fields)})")
     return body
 
 
@@ -110,19 +156,19 @@ class RegisterBrokerRequest:
         for i, item in enumerate(_field(body, "features", _is_list, "a list", [])):
             if not isinstance(item, dict):
                 raise invalid(f"features[{i}] must be an object")
-            lo = _field(item, "min_supported_version", _is_nonneg_int, "an integer >= 0")
-            hi = _field(item, "max_supported_version", _is_nonneg_int, "an integer >= 0")
+            lo = _field(item, "min_supported_version", _is_version, VERSION)
+            hi = _field(item, "max_supported_version", _is_version, VERSION)
             if lo > hi:
                 raise invalid(f"features[{i}]: min_supported_version > max_supported_version")
             features.append(BrokerFeature(_field(item, "name", _is_str, "a string"), lo, hi))
         return cls(
-            broker_id=_field(body, "broker_id", _is_nonneg_int, "an integer >= 0"),
+            broker_id=_field(body, "broker_id", _is_id, ID),
             cluster_id=_field(body, "cluster_id", _is_str, "a string"),
-            incarnation_id=_field(body, "incarnation_id", _is_str, "a UUID string"),
+            incarnation_id=_field(body, "incarnation_id", _is_uuid, "a UUID string"),
             listeners=tuple(listeners),
             rack=_field(body, "rack", _is_opt_str, "a string or null", None),
             features=tuple(features),
-            previous_broker_epoch=_field(body, "previous_broker_epoch", _is_int, "an integer", -1),
+            previous_broker_epoch=_field(body, "previous_broker_epoch", _is_int64, INT64, -1),
         )
 
 
@@ -138,9 +184,9 @@ class BrokerHeartbeatRequest:
     def parse(cls, body: Any) -> BrokerHeartbeatRequest:
         body = _require_dict(body)
         return cls(
-            broker_id=_field(body, "broker_id", _is_nonneg_int, "an integer >= 0"),
-            broker_epoch=_field(body, "broker_epoch", _is_int, "an integer"),
-            current_metadata_offset=_field(body, "current_metadata_offset", _is_int, "an integer"),
+            broker_id=_field(body, "broker_id", _is_id, ID),
+            broker_epoch=_field(body, "broker_epoch", _is_int64, INT64),
+            current_metadata_offset=_field(body, "current_metadata_offset", _is_int64, INT64),
             want_fence=_field(body, "want_fence", _is_bool, "a boolean", False),
             want_shutdown=_field(body, "want_shutdown", _is_bool, "a boolean", False),
         )
@@ -156,7 +202,9 @@ class CreateTopicRequest:
 
     @classmethod
     def parse(cls, body: Any) -> CreateTopicRequest:
-        body = _require_dict(body)
+        body = _require_dict(
+            body, ("name", "partitions", "replication_factor", "assignments", "configs")
+        )
         name = _field(body, "name", _is_str, "a string")
         assignments = body.get("assignments")
         if assignments is not None:
@@ -170,8 +218,8 @@ class CreateTopicRequest:
             return cls(name, None, None, parsed, parse_configs(body.get("configs", {})))
         return cls(
             name=name,
-            partitions=_field(body, "partitions", _is_int, "an integer", 1),
-            replication_factor=_field(body, "replication_factor", _is_int, "an integer", 3),
+            partitions=_field(body, "partitions", _is_int32, INT32, 1),
+            replication_factor=_field(body, "replication_factor", _is_int32, INT32, 3),
             assignments=None,
             configs=parse_configs(body.get("configs", {})),
         )
@@ -198,8 +246,8 @@ class CreatePartitionsRequest:
 
     @classmethod
     def parse(cls, name: str, body: Any) -> CreatePartitionsRequest:
-        body = _require_dict(body)
-        count = _field(body, "count", _is_int, "an integer (the new total partition count)")
+        body = _require_dict(body, ("count", "assignments"))
+        count = _field(body, "count", _is_int32, f"{INT32} (the new total partition count)")
         assignments = body.get("assignments")
         if assignments is not None:
             if not _is_list(assignments):
@@ -217,7 +265,7 @@ class AlterConfigsRequest:
 
     @classmethod
     def parse(cls, name: str, body: Any) -> AlterConfigsRequest:
-        body = _require_dict(body)
+        body = _require_dict(body, ("configs",))
         if "configs" not in body:
             raise invalid("missing field 'configs'")
         return cls(name, parse_configs(body["configs"], allow_delete=True))
@@ -249,20 +297,20 @@ class AlterPartitionRequest:
                 raise invalid(f"new_isr_with_epochs[{i}] must be an object")
             members.append(
                 IsrMember(
-                    _field(item, "broker_id", _is_nonneg_int, "an integer >= 0"),
-                    _field(item, "broker_epoch", _is_int, "an integer", -1),
+                    _field(item, "broker_id", _is_id, ID),
+                    _field(item, "broker_epoch", _is_int64, INT64, -1),
                 )
             )
         state = _field(body, "leader_recovery_state", _is_int, "0 or 1", 0)
         if state not in (0, 1):
             raise invalid("field 'leader_recovery_state' must be 0 (RECOVERED) or 1 (RECOVERING)")
         return cls(
-            broker_id=_field(body, "broker_id", _is_nonneg_int, "an integer >= 0"),
-            broker_epoch=_field(body, "broker_epoch", _is_int, "an integer"),
+            broker_id=_field(body, "broker_id", _is_id, ID),
+            broker_epoch=_field(body, "broker_epoch", _is_int64, INT64),
             topic_id=_field(body, "topic_id", _is_str, "a string"),
-            partition_id=_field(body, "partition_id", _is_nonneg_int, "an integer >= 0"),
-            leader_epoch=_field(body, "leader_epoch", _is_int, "an integer"),
-            partition_epoch=_field(body, "partition_epoch", _is_int, "an integer"),
+            partition_id=_field(body, "partition_id", _is_id, ID),
+            leader_epoch=_field(body, "leader_epoch", _is_int32, INT32),
+            partition_epoch=_field(body, "partition_epoch", _is_int32, INT32),
             new_isr_with_epochs=tuple(members),
             leader_recovery_state=state,
         )
@@ -276,13 +324,13 @@ class ElectLeadersRequest:
 
     @classmethod
     def parse(cls, body: Any) -> ElectLeadersRequest:
-        body = _require_dict(body)
+        body = _require_dict(body, ("topic", "partition", "type"))
         kind = _field(body, "type", _is_str, "'preferred' or 'unclean'", "preferred")
         if kind not in ("preferred", "unclean"):
             raise invalid(f"field 'type' must be 'preferred' or 'unclean', got {kind!r}")
         return cls(
             topic=_field(body, "topic", _is_str, "a string"),
-            partition=_field(body, "partition", _is_nonneg_int, "an integer >= 0"),
+            partition=_field(body, "partition", _is_id, ID),
             type=kind,
         )
 
@@ -329,8 +377,8 @@ def parse_reassignment_plan(body: Any) -> AlterPartitionReassignmentsRequest:
         if not _is_str(topic) or not topic:
             raise invalid(f"{where}.topic must be a non-empty string, got {topic!r}")
         partition = item.get("partition")
-        if not _is_nonneg_int(partition):
-            raise invalid(f"{where}.partition must be an integer >= 0, got {partition!r}")
+        if not _is_id(partition):
+            raise invalid(f"{where}.partition must be {ID}, got {partition!r}")
         if "replicas" not in item:
             raise invalid(f"{where} is missing field 'replicas' (null cancels)")
         raw = item["replicas"]

@@ -27,10 +27,21 @@ INT: Schema = {"type": "integer"}
 NONNEG: Schema = {"type": "integer", "minimum": 0}
 STR: Schema = {"type": "string"}
 BOOL: Schema = {"type": "boolean"}
+# Kafka's wire types (kraft.controller.requests checks the same ranges)
+ID: Schema = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}  # node/partition id
+I32: Schema = {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1}
+I64: Schema = {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}
+VERSION: Schema = {"type": "integer", "minimum": 0, "maximum": 2**15 - 1}
+UUID: Schema = {"type": "string", "format": "uuid"}
 
 
 def obj(required: list[str], **props: Schema) -> Schema:
     return {"type": "object", "required": required, "properties": props}
+
+
+def closed(required: list[str], **props: Schema) -> Schema:
+    """An admin's body: a field not named here is refused (a typo is not ignored)."""
+    return {**obj(required, **props), "additionalProperties": False}
 
 
 def arr(items: Schema) -> Schema:
@@ -51,7 +62,7 @@ class Endpoint:
 
 _STANDBY = {"standby": {"type": "string", "enum": ["true", "false"]}}
 _CONFIGS = {"type": "object", "additionalProperties": {"type": ["string", "null"]}}
-_ASSIGNMENTS = arr(arr(NONNEG))
+_ASSIGNMENTS = arr(arr(ID))
 
 V1: list[Endpoint] = [
     Endpoint(
@@ -59,7 +70,7 @@ V1: list[Endpoint] = [
         "broker",
         obj(
             ["broker_id", "cluster_id", "incarnation_id"],
-            broker_id=NONNEG, cluster_id=STR, incarnation_id=STR,
+            broker_id=ID, cluster_id=STR, incarnation_id=UUID,
             listeners=arr(obj(
                 ["name", "host", "port"], name=STR, host=STR,
                 port={"type": "integer", "minimum": 0, "maximum": 65535},
@@ -68,16 +79,16 @@ V1: list[Endpoint] = [
             rack={"type": ["string", "null"]},
             features=arr(obj(
                 ["name", "min_supported_version", "max_supported_version"],
-                name=STR, min_supported_version=NONNEG, max_supported_version=NONNEG,
+                name=STR, min_supported_version=VERSION, max_supported_version=VERSION,
             )),
-            previous_broker_epoch=INT,  # KIP-966: -1 after an unclean shutdown
+            previous_broker_epoch=I64,  # KIP-966: -1 after an unclean shutdown
         ),
     ),
     Endpoint(
         "heartbeat", "POST", "/v1/brokers/heartbeat", "broker heartbeat", "broker",
         obj(
             ["broker_id", "broker_epoch", "current_metadata_offset"],
-            broker_id=NONNEG, broker_epoch=INT, current_metadata_offset=INT,
+            broker_id=ID, broker_epoch=I64, current_metadata_offset=I64,
             want_fence=BOOL, want_shutdown=BOOL,
         ),
     ),
@@ -89,32 +100,32 @@ V1: list[Endpoint] = [
         obj(
             ["broker_id", "broker_epoch", "topic_id", "partition_id", "leader_epoch",
              "partition_epoch", "new_isr_with_epochs"],
-            broker_id=NONNEG, broker_epoch=INT, topic_id=STR, partition_id=NONNEG,
-            leader_epoch=INT, partition_epoch=INT,
-            new_isr_with_epochs=arr(obj(["broker_id"], broker_id=NONNEG, broker_epoch=INT)),
+            broker_id=ID, broker_epoch=I64, topic_id=STR, partition_id=ID,
+            leader_epoch=I32, partition_epoch=I32,
+            new_isr_with_epochs=arr(obj(["broker_id"], broker_id=ID, broker_epoch=I64)),
             leader_recovery_state={"type": "integer", "enum": [0, 1]},
         ),
     ),
     Endpoint(
         "create_topic", "POST", "/v1/topics", "create a topic", "admin",
-        obj(["name"], name=STR, partitions=INT, replication_factor=INT,
-            assignments=_ASSIGNMENTS, configs=_CONFIGS),
+        closed(["name"], name=STR, partitions=I32, replication_factor=I32,
+               assignments=_ASSIGNMENTS, configs=_CONFIGS),
     ),
     Endpoint("get_topics", "GET", "/v1/topics", "list topics", "any", query=_STANDBY),
     Endpoint("get_topic", "GET", "/v1/topics/{name}", "describe a topic", "any", query=_STANDBY),
     Endpoint("delete_topic", "DELETE", "/v1/topics/{name}", "delete a topic", "admin"),
     Endpoint(
         "add_partitions", "POST", "/v1/topics/{name}/partitions", "raise the partition count",
-        "admin", obj(["count"], count=INT, assignments=_ASSIGNMENTS),
+        "admin", closed(["count"], count=I32, assignments=_ASSIGNMENTS),
     ),
     Endpoint(
         "alter_configs", "POST", "/v1/topics/{name}/configs", "set or delete topic configs",
-        "admin", obj(["configs"], configs=_CONFIGS),
+        "admin", closed(["configs"], configs=_CONFIGS),
     ),
     Endpoint(
         "elect", "POST", "/v1/elections", "preferred or unclean leader election", "admin",
-        obj(["topic", "partition"], topic=STR, partition=NONNEG,
-            type={"type": "string", "enum": ["preferred", "unclean"]}),
+        closed(["topic", "partition"], topic=STR, partition=ID,
+               type={"type": "string", "enum": ["preferred", "unclean"]}),
     ),
     Endpoint(
         "alter_reassignments", "POST", "/v1/partitions/reassignments",
@@ -122,8 +133,8 @@ V1: list[Endpoint] = [
         "admin",
         obj(["partitions"], version={"type": "integer", "enum": [1]},
             partitions=arr(obj(["topic", "partition", "replicas"], topic=STR,
-                               partition=NONNEG,
-                               replicas={"type": ["array", "null"], "items": NONNEG}))),
+                               partition=ID,
+                               replicas={"type": ["array", "null"], "items": ID}))),
     ),
     Endpoint("list_reassignments", "GET", "/v1/partitions/reassignments",
              "the ongoing partition reassignments", "any", query=_STANDBY),
@@ -133,7 +144,7 @@ V1: list[Endpoint] = [
     Endpoint(
         "add_voter", "POST", "/v1/quorum/voters", "add a controller to the voters (KIP-853)",
         "admin",
-        obj(["node_id", "directory_id", "url"], node_id=NONNEG, directory_id=STR, url=STR,
+        obj(["node_id", "directory_id", "url"], node_id=ID, directory_id=STR, url=STR,
             timeout_ms={"type": "integer", "minimum": 1, "maximum": 300000}),
     ),
     Endpoint(

@@ -8,6 +8,7 @@ INVALID_REQUEST (400), a body over the limit REQUEST_TOO_LARGE (413), never a 50
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import msgpack
@@ -40,11 +41,37 @@ def decode_body(raw: bytes, content_type: str) -> Any:
         try:
             return msgpack.unpackb(raw, raw=False, strict_map_key=False)
         except Exception as e:  # msgpack raises several types for garbage
-            raise ApiError("INVALID_REQUEST", f"body is not valid msgpack: {e}") from None
+            why = str(e) or type(e).__name__  # some carry no message
+            raise ApiError("INVALID_REQUEST", f"body is not valid msgpack: {why}") from None
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        body = json.loads(raw, parse_int=_json_int)
+    except RecursionError:
+        raise ApiError("INVALID_REQUEST", "body is not valid JSON: it nests too deeply") from None
+    except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
         raise ApiError("INVALID_REQUEST", f"body is not valid JSON: {e}") from None
+    if _SURROGATE_ESCAPE.search(raw) is not None:
+        # A lone \ud800 escape decodes to a str that no UTF-8 record can hold
+        # (msgpack bodies cannot carry one: their strings are strict UTF-8).
+        try:
+            json.dumps(body, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise ApiError(
+                "INVALID_REQUEST",
+                "body is not valid JSON: a string holds a lone UTF-16 surrogate escape",
+            ) from None
+    return body
+
+
+# What msgpack can carry (int64 and uint64): a wider JSON integer is no field's value.
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _json_int(text: str) -> int:
+    value = int(text)  # ValueError beyond Python's digit limit too
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise ValueError(f"integer {text[:20]}{'...' if len(text) > 20 else ''} exceeds 64 bits")
+    return value
 
 
 def encode_reply(body: Any, as_msgpack: bool) -> bytes:

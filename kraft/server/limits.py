@@ -607,6 +607,16 @@ def body_middleware(read_timeout_s: float) -> Any:
                     await request.read()
             except web.HTTPRequestEntityTooLarge:
                 raise too_large(request) from None
+            except ConnectionError:
+                # The client hung up before its body was whole: nobody to answer,
+                # and no server error (aiohttp would log one with a traceback).
+                log.info(
+                    "client closed the connection before its request body arrived",
+                    extra={"event": "request_body_abandoned", "path": request.path},
+                )
+                if request.transport is not None:
+                    request.transport.close()
+                return web.Response(status=400)
             except TimeoutError:
                 resp = web.Response(
                     status=408,

@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from kraft.controller.errors import ApiError
+from kraft.controller.requests import INT32_MAX
 from kraft.raft.errors import (
     CONCURRENT_VOTER_CHANGE,
     DUPLICATE_VOTER,
@@ -51,6 +52,13 @@ def _field(body: dict[str, Any], name: str, kind: type, required: bool = True) -
     if type(v) is not kind:
         raise ApiError("INVALID_REQUEST", f"field {name!r} must be a {kind.__name__}")
     return v
+
+
+def _node_id(node_id: int) -> int:
+    """A node id is Kafka's int32, never negative (-1 is "no node")."""
+    if not 0 <= node_id <= INT32_MAX:
+        raise ApiError("INVALID_REQUEST", f"node id {node_id} must be in 0..{INT32_MAX}")
+    return node_id
 
 
 def _timeout_s(value: Any) -> float:
@@ -93,7 +101,8 @@ async def check_voter_url(
     election would dial the wrong node (or nobody). Raises ApiError: 400 for
     another node there, 504 REQUEST_TIMED_OUT when nothing answers in time."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
+    started = loop.time()
+    deadline = started + timeout_s
     while True:
         left = deadline - loop.time()
         try:
@@ -103,8 +112,9 @@ async def check_voter_url(
                 why = str(e) or type(e).__name__
                 raise ApiError(
                     "REQUEST_TIMED_OUT",
-                    f"nothing answered GET {url}/v1/quorum as node {node_id} within "
-                    f"{timeout_s:g} s ({why}): is that the new controller's listener?",
+                    f"nothing answered GET {url}/v1/quorum as node {node_id} in "
+                    f"{loop.time() - started:.1f} s of tries (timeout {timeout_s:g} s; {why}): "
+                    "is that the new controller's listener?",
                 ) from None
             await asyncio.sleep(PROBE_RETRY_S)
             continue
@@ -139,7 +149,7 @@ def build_quorum_routes(
         body = await read_body(request)
         if not isinstance(body, dict):
             raise ApiError("INVALID_REQUEST", "the body must be an object")
-        node_id = _field(body, "node_id", int)
+        node_id = _node_id(_field(body, "node_id", int))
         directory_id = _field(body, "directory_id", str)
         url = body.get("url", body.get("endpoint"))
         if type(url) is not str or not url.startswith(("http://", "https://")):
@@ -166,11 +176,11 @@ def build_quorum_routes(
     async def remove_voter(request: web.Request) -> web.Response:
         authorize_admin(request, "change the controller quorum")
         try:
-            node_id = int(request.match_info["id"])
+            node_id = _node_id(int(request.match_info["id"]))
         except ValueError:
             raise ApiError("INVALID_REQUEST", "the voter id must be an integer") from None
         body: Any = {}
-        if request.can_read_body:
+        if request.body_exists:
             body = await read_body(request)
             if not isinstance(body, dict):
                 raise ApiError("INVALID_REQUEST", "the body must be an object")
