@@ -357,7 +357,7 @@ def parse_reassignment_plan(body: Any) -> AlterPartitionReassignmentsRequest:
     "partition": P, "replicas": [B, ...] | null}, ...]}``. Only the shape is checked
     here (the controller judges topics and brokers); a partition named twice is
     refused, as Kafka's tool does."""
-    body = _require_dict(body)
+    body = _require_dict(body, ("version", "partitions"))
     version = _field(body, "version", _is_int, "an integer", REASSIGNMENT_PLAN_VERSION)
     if version != REASSIGNMENT_PLAN_VERSION:
         raise invalid(f"field 'version' must be {REASSIGNMENT_PLAN_VERSION}, got {version!r}")

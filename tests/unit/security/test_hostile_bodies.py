@@ -136,6 +136,9 @@ async def test_an_admin_body_with_a_field_it_does_not_have_is_400(node) -> None:
             s, "POST", node.url + "/v1/elections", {"topic": "t", "partition": 0, "kind": "x"}
         )
         _invalid(status, reply, "unknown field 'kind'")
+        plan = {"version": 1, "partition": [{"topic": "t", "partition": 0, "replicas": [1]}]}
+        status, reply = await call(s, "POST", node.url + "/v1/partitions/reassignments", plan)
+        _invalid(status, reply, "unknown field 'partition'")
     assert _state(node) == before and not node.controller.image.topics
 
 
