@@ -521,8 +521,13 @@ class Engine:
 
     def _register(self, cmd: F.Register) -> None:
         r = cmd.record
-        rack = self.s.racks.get(r.broker_id, r.rack)
-        if self.s.placement == "rack-unaware":
+        # --racks are the re-placements' (a log without racks): a scenario that
+        # keeps the actual placement registers the racks the log has, so that the
+        # in-force one still writes the log byte for byte
+        rack = r.rack
+        if self.s.placement == "rack-aware":
+            rack = self.s.racks.get(r.broker_id, r.rack)
+        elif self.s.placement == "rack-unaware":
             rack = None
         req = RegisterBrokerRequest(
             broker_id=r.broker_id,

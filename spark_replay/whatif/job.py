@@ -335,7 +335,8 @@ def _run(
             # records of command units that no command explains (docs/what-if.md)
             "unexplained_records": sum(u.unexplained for u in facts.units),
         },
-        "actual": results[0],
+        # the log as read: its settings are the ones in force (nothing changed)
+        "actual": {**results[0], "settings": scenarios[0].settings(), "changed": []},
         "scenarios": [
             {**r, "settings": s.settings(), "changed": list(s.changed)}
             for r, s in zip(results[1:], scenarios, strict=True)

@@ -66,6 +66,11 @@ def test_a_grid_runs_in_one_job_and_the_in_force_scenario_is_the_log(
 
     on_disk = json.loads((out / "whatif_summary.json").read_text())
     assert on_disk["identity"]["holds"] and len(on_disk["scenarios"]) == 3
+    # every entry has its settings: the actual's are the ones in force
+    assert (
+        on_disk["actual"]["settings"] == on_disk["in_force"] == on_disk["scenarios"][0]["settings"]
+    )
+    assert on_disk["actual"]["changed"] == []
     page = (out / "report.html").read_text()
     assert page.count("<h2>What if</h2>") == 1 and "Offline partition-seconds" in page
     assert "summary.json" in page  # spark-replay's report is still there

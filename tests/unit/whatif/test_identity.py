@@ -50,6 +50,29 @@ def test_in_force_replay_of_a_seeded_story_rewrites_its_log_and_tables(
     assert same_log(tmp_path / "w" / "log", log)
 
 
+def test_racks_given_for_the_re_placements_leave_the_in_force_log_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """--racks are for a rack-aware placement of a log without racks: the in-force
+    scenario registered them too, and its log was no longer the actual one."""
+    log = tmp_path / "data"
+    generate(log, scaled_config(1500, 1))
+    facts = read_facts(log, 9000)
+    racks = ",".join(f"{b}={'ab'[i % 2]}" for i, b in enumerate(facts.broker_ids))
+    in_force, aware = build_scenarios(["replica.placement=rack-aware"], racks=racks)
+    assert in_force.racks  # given to every scenario; used where the placement is redone
+    scenario_tables(facts, in_force, tmp_path / "w", keep_log=True)
+    assert same_log(tmp_path / "w" / "log", log)
+    scenario_tables(facts, aware, tmp_path / "a", keep_log=True)
+    registered = {
+        r.rack
+        for *_, recs in _records(tmp_path / "a" / "log")
+        for r in recs
+        if type(r).__name__ == "RegisterBrokerRecord"
+    }
+    assert registered == {"a", "b"}
+
+
 class ListSink:
     """The engine's batches in a list (a BatchSink)."""
 
