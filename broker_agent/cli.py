@@ -26,7 +26,7 @@ from typing import Any
 from broker_agent.agent import AgentSettings
 from broker_agent.fleet import RAMP_MS_PER_AGENT, Fleet, FleetSpec
 from broker_agent.isr import IsrConfig
-from kraft.arg_types import whole_number
+from kraft.arg_types import port_number, whole_number
 from kraft.config import BROKER_KEYS, SECURITY_KEYS, ConfigError, load_config
 from kraft.logs import setup_logging
 from kraft.raft.config import RaftConfig
@@ -72,14 +72,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--status-port",
-        type=whole_number(),
+        type=port_number,
         default=None,
         metavar="PORT",
         help="serve GET /status, GET /heartbeats?since=N and GET /v1/metadata on "
         "127.0.0.1:PORT (off by default)",
     )
     p.add_argument(
-        "--listener-port", type=whole_number(), default=9092, help="advertised PLAINTEXT port"
+        "--listener-port", type=port_number, default=9092, help="advertised PLAINTEXT port"
     )
     p.add_argument(
         "--data-dir",

@@ -12,6 +12,7 @@ import asyncio
 import json
 import random
 import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,23 @@ class ClientError(Exception):
 RETRIABLE = {"NOT_CONTROLLER", "REQUEST_TIMED_OUT", "NETWORK"}
 
 
+def _check_url(url: str) -> str:
+    """A bootstrap URL an HTTP client can dial, or ValueError naming what is wrong
+    (it was retried as a network error for seconds before)."""
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"bootstrap URL {url!r} must start with http:// or https://")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # ValueError: not a number, or out of 0..65535
+    except ValueError as e:
+        raise ValueError(f"bootstrap URL {url!r} is not a URL: {e}") from None
+    if not parts.hostname:
+        raise ValueError(f"bootstrap URL {url!r} has no host")
+    if port == 0:
+        raise ValueError(f"bootstrap URL {url!r}: port 0 is no controller's")
+    return url
+
+
 class AdminClient:
     def __init__(
         self,
@@ -47,12 +65,9 @@ class AdminClient:
         security: ClientSecurity = NONE,
     ) -> None:
         urls = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
-        self.urls = [u.strip().rstrip("/") for u in urls if u.strip()]
+        self.urls = [_check_url(u.strip()).rstrip("/") for u in urls if u.strip()]
         if not self.urls:
             raise ValueError("no bootstrap URL given")
-        for u in self.urls:
-            if not u.startswith(("http://", "https://")):
-                raise ValueError(f"bootstrap URL {u!r} must start with http:// or https://")
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s

@@ -1,6 +1,6 @@
 """argparse types for the command lines, refused with a usage line that names the
-value (exit 2): an integer, with a lower bound when one is given; a KEY=VALUE; a
-number of seconds above 0; a directory id."""
+value (exit 2): an integer, with a lower bound when one is given; a port; a
+KEY=VALUE; a number of seconds above 0; a directory id."""
 
 from __future__ import annotations
 
@@ -25,6 +25,15 @@ def whole_number(least: int | None = None, unit: str = "") -> Callable[[str], in
         return value
 
     return parse
+
+
+def port_number(text: str) -> int:
+    """An argparse `type`: a TCP port, 0..65535 (bind() refuses more with a traceback,
+    and a port taken modulo 65536 would be another one)."""
+    value = whole_number()(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is in 0..65535, got {value}")
+    return value
 
 
 def key_value(text: str) -> tuple[str, str]:

@@ -75,6 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        # Ctrl-C on a command that waits (an admin call retrying an unreachable
+        # controller, a dump of a big log): stop, without a traceback, as the shell's
+        # 130 (128 + SIGINT)
+        print(f"kraft {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 def _run(args: argparse.Namespace) -> int:

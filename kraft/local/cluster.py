@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kraft.arg_types import key_value
-from kraft.config import default_of
+from kraft.arg_types import key_value, positive_seconds
+from kraft.config import BROKER_KEYS, CONTROLLER_KEYS, SECURITY_KEYS, default_of, load_config
 from kraft.local import saved_cluster
 from kraft.security.client_security import NONE, ClientSecurity, from_command_config, urllib_kwargs
 from kraft.security.reload import Reloader
@@ -539,7 +539,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     up.add_argument("--brokers", type=int, default=3, help="broker agents (default 3)")
     up.add_argument("--data-dir", default="cluster-data", help="default: ./cluster-data")
     up.add_argument(
-        "--status-interval", type=float, default=2.0, help="seconds between status lines"
+        "--status-interval",
+        type=positive_seconds,
+        default=2.0,
+        help="seconds between status lines",
     )
     up.add_argument(
         "--duration", type=float, default=None, help="stop by itself after this many seconds"
@@ -566,6 +569,12 @@ def run(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).resolve()
     try:
         overrides = dict(args.override)
+        # every process would refuse a bad value at its start (exit 2) and leave the
+        # cluster up with nothing running: refused here, before anything starts
+        load_config(
+            {*CONTROLLER_KEYS, *BROKER_KEYS, *SECURITY_KEYS},
+            overrides=[f"{k}={v}" for k, v in overrides.items()],
+        )
         # a restart: the voters' URLs are in the log, so the same ports and scheme
         controllers, ports = saved_cluster.controller_ports(
             data_dir, args.controllers, args.secure, ClusterSpec.host
@@ -628,6 +637,9 @@ def run(args: argparse.Namespace) -> int:
             if dead:
                 line += "  exited: " + ",".join(n.name for n in dead)
             print(time.strftime("%H:%M:%S ") + line, flush=True)
+            if len(dead) == len(cluster.nodes):
+                print("every process has exited: stopping", flush=True)
+                break
             if args.duration is not None and time.monotonic() - started >= args.duration:
                 break
     finally:
@@ -653,6 +665,12 @@ def run(args: argparse.Namespace) -> int:
         for sig, handler in old.items():
             signal.signal(sig, handler)
         print("stopped: " + stopped_line(cluster, codes, gone, broker_wait), flush=True)
+    # A process that ended by itself with an error (it printed why) fails the run; one
+    # killed by a signal (the operator's kill -9, a chaos test) does not.
+    failed = sorted(name for name in gone if (codes.get(name) or 0) > 0)
+    if failed:
+        print(f"kraft cluster up: {', '.join(failed)} exited with an error", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -64,7 +64,7 @@ from kraft.raft.state import LeaderAndEpoch
 from kraft.raft_shell.dir_lock import DataDirInUse, hold_dir_lock
 from kraft.raft_shell.driver import CommittedBatch, RaftClient
 from kraft.raft_shell.file_log_adapter import FileReplicatedLog
-from kraft.raft_shell.quorum_state import QuorumStateFile
+from kraft.raft_shell.quorum_state import QuorumStateError, QuorumStateFile
 from kraft.raft_shell.transport import HttpTransport
 from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay
 from kraft.server.controller_service import ControllerService
@@ -873,7 +873,12 @@ def add_controller_parser(sub: Any) -> None:
         help="a configuration value that wins over --config (repeatable)",
     )
     p.add_argument("--log-format", choices=("text", "json"), default="text")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument(
+        "--log-level",
+        type=str.upper,
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+    )
 
 
 def _settings_from_args(args: Any) -> NodeSettings:
@@ -920,6 +925,9 @@ def _settings_from_args(args: Any) -> NodeSettings:
             listen = (host.strip("[]") or "0.0.0.0", int(port))
         except ValueError:
             raise ConfigError(f"--listen {args.listen!r} is not HOST:PORT") from None
+        if not 0 <= listen[1] <= 65535:
+            # the kernel would take it modulo 65536: another port than the one logged
+            raise ConfigError(f"--listen {args.listen!r}: the port must be in 0..65535")
     if args.cluster_id is not None and not args.cluster_id.strip():
         raise ConfigError("--cluster-id must not be empty")
     config.log_unused(log)
@@ -979,20 +987,33 @@ async def serve(settings: NodeSettings) -> int:
 async def _serve(settings: NodeSettings) -> int:
     import signal
 
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    # first: a signal while the cluster id is still being asked for stops cleanly too
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     if settings.bootstrap_controllers and settings.cluster_id is None:
         props = read_meta(Path(settings.data_dir))
         if props is not None and props.get("cluster.id"):
             settings.cluster_id = props["cluster.id"]
         else:
-            settings.cluster_id = await learn_cluster_id(
-                settings.bootstrap_controllers, config=settings.config
+            learn = asyncio.ensure_future(
+                learn_cluster_id(settings.bootstrap_controllers, config=settings.config)
             )
+            stop_wait = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({learn, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            stop_wait.cancel()
+            if not learn.done():
+                learn.cancel()
+                await asyncio.gather(learn, return_exceptions=True)
+                log.info(
+                    "signal received before the cluster id was learned: stopping",
+                    extra={"event": "stopping"},
+                )
+                return 0
+            settings.cluster_id = learn.result()
     gc.set_threshold(*GC_THRESHOLDS)  # before start: loading a big snapshot allocates millions
     node = ControllerNode(settings)
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     # SIGHUP: re-read the keystore, truststore, credentials and token files (issue 25)
     loop.add_signal_handler(signal.SIGHUP, node.security_reloader.reload)
     try:
@@ -1027,7 +1048,7 @@ def run_controller(args: Any) -> int:
     from kraft.logs import setup_logging
     from metadata_log.errors import MetadataLogError
 
-    setup_logging(args.log_format, args.log_level.upper())
+    setup_logging(args.log_format, args.log_level)
     try:
         settings = _settings_from_args(args)
     except ConfigError as e:
@@ -1038,7 +1059,7 @@ def run_controller(args: Any) -> int:
     except ConfigError as e:
         print(f"kraft controller: error: {e}", file=sys.stderr)
         return 2
-    except (FormatError, DataDirInUse, OSError, MetadataLogError) as e:
+    except (FormatError, DataDirInUse, OSError, MetadataLogError, QuorumStateError) as e:
         print(f"kraft controller: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -403,3 +403,34 @@ def test_a_second_cluster_up_on_a_running_data_dir_exits_2_in_one_line(restart: 
     code, out = restart.refused["five"]
     assert code == 2 and out.count("\n") == 1, out
     assert "holds a 3-controller cluster: start it with --controllers 3" in out, out
+
+
+def test_a_cluster_whose_every_process_exits_with_an_error_stops_with_exit_1(
+    tmp_path: Path,
+) -> None:
+    """The controller cannot start (its data dir is held, as by another run): cluster
+    up said so, then went on printing status lines with nothing running, and exited
+    0 at its stop. Now it stops by itself once every process has exited, and exits
+    1 naming the process that failed."""
+    from kraft.raft_shell.dir_lock import hold_dir_lock
+
+    data = tmp_path / "cluster"
+    cmd = [
+        sys.executable, "-m", "kraft.cli", "cluster", "up", "--controllers", "1",
+        "--brokers", "0", "--data-dir", str(data), "--status-interval", "0.5",
+    ]  # fmt: skip
+    with hold_dir_lock(data / "controller-1"):
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            text=True,
+        )  # fmt: skip
+        try:
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:  # its only child has exited: nothing else to kill
+                proc.kill()
+                proc.wait(10)
+    assert proc.returncode == 1, out
+    assert re.search(r"controller-1 exited with code 1: .*is in use by process", out), out
+    assert "every process has exited: stopping" in out, out
+    assert "kraft cluster up: controller-1 exited with an error" in out, out

@@ -111,6 +111,20 @@ def test_user_errors_exit_2_without_traceback(capsys: pytest.CaptureFixture[str]
         err = capsys.readouterr().err
         assert "must start with http" in err and "Traceback" not in err
         assert main(["--broker-id", "4", "--controllers", URLS, "--override", "x"]) == 2
+    # an OverflowError traceback from bind() (the status port), a registration the
+    # controller refused (the listener port): both argparse's usage error now
+    one = ["--broker-id", "4", "--controllers", URLS]
+    fleet = ["fleet", "--count", "2", "--first-id", "4", "--controllers", URLS]
+    for argv in (
+        [*one, "--status-port", "70000"],
+        [*one, "--listener-port", "99999"],
+        [*fleet, "--status-port", "-1"],
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert "a port is in 0..65535" in err and "Traceback" not in err, err
     assert not [h for h in logging.getLogger().handlers if type(h) is logging.StreamHandler], (
         "main's root handler outlived the test"
     )

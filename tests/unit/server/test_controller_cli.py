@@ -50,6 +50,26 @@ def run(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
             ["--node-id", "5", "--voters", "1@127.0.0.1:1", "--data-dir", "d"],
             "not among the voters",
         ),
+        # a ValueError traceback from logging
+        (
+            [
+                "--node-id",
+                "1",
+                "--voters",
+                "1@127.0.0.1:1",
+                "--data-dir",
+                "d",
+                "--log-level",
+                "foo",
+            ],
+            "--log-level",
+        ),
+        # the kernel took 99999 modulo 65536 and listened on 34463
+        (
+            ["--node-id", "1", "--voters", "1@127.0.0.1:1", "--data-dir", "d"]
+            + ["--listen", "127.0.0.1:99999"],
+            "the port must be in 0..65535",
+        ),
     ],
 )
 def test_config_errors_exit_2_without_traceback(tmp_path, args, needle):
@@ -128,3 +148,60 @@ def test_a_second_controller_on_a_data_dir_in_use_exits_1_and_leaves_it_alone(tm
         "this one another --data-dir"
     )
     assert before == after == [".lock"]  # not formatted: no meta.properties, no log
+
+
+def test_a_quorum_state_file_that_is_not_one_exits_1_in_one_line(tmp_path):
+    """A damaged quorum-state (the node's vote and epoch) is named, not a traceback,
+    and left as it was for the operator to look at."""
+    (port,) = free_ports(1)
+    data = tmp_path / "c1"
+    data.mkdir()
+    for text in ("garbage\n", "", "{}", "[]"):
+        (data / "quorum-state").write_text(text)
+        res = run("--node-id", "1", "--voters", f"1@127.0.0.1:{port}", "--data-dir", str(data))
+        assert res.returncode == 1, res.stderr
+        line = res.stderr.strip().splitlines()[-1]
+        assert "Traceback" not in res.stderr, res.stderr
+        assert line.startswith(
+            f"kraft controller: error: bad quorum-state file {data}/quorum-state"
+        )
+        assert (data / "quorum-state").read_text() == text
+
+
+def test_sigterm_while_the_cluster_id_is_asked_for_exits_0(tmp_path):
+    """A joining controller asks a bootstrap controller for the cluster id first; a
+    SIGTERM then (the bootstrap URL accepts and never answers) stopped it as a
+    signal death, 143, instead of a clean exit."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    (port,) = free_ports(1)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kraft.cli", "controller", "--node-id", "9", "--listen",
+         f"127.0.0.1:{port}", "--bootstrap-controllers",
+         f"http://127.0.0.1:{silent.getsockname()[1]}", "--data-dir", str(tmp_path / "c9")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # until it has dialled the bootstrap URL
+            silent.settimeout(0.2)
+            try:
+                conn, _ = silent.accept()
+                break
+            except TimeoutError:
+                assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        else:
+            raise AssertionError("the controller never asked the bootstrap URL")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+        assert proc.returncode == 0, out
+        assert "Traceback" not in out
+        conn.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        silent.close()
