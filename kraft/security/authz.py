@@ -17,6 +17,7 @@ voters) and gets None (allowed) or the reason for a 403.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -24,12 +25,17 @@ CONTROLLER_PREFIX = "controller-"
 BROKER_PREFIX = "broker-"
 
 
+_NODE_NUMBER = re.compile(r"0|[1-9][0-9]{0,9}")
+
+
 def node_of(principal: str, prefix: str) -> int | None:
     """N from `prefix-N` (None: another kind of principal)."""
     if not principal.startswith(prefix):
         return None
     rest = principal[len(prefix) :]
-    if not rest.isdigit() or len(rest) > 10:
+    # the name kraft certs gives node N, and only it: ASCII digits without a leading
+    # zero ("broker-04" or "broker-٤" is not broker 4)
+    if _NODE_NUMBER.fullmatch(rest) is None:
         return None
     return int(rest)
 

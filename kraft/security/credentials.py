@@ -118,6 +118,12 @@ def split_authorization(header: str) -> tuple[str, str] | None:
     principal, sep, secret = value.partition(":")
     if not sep or not principal or not secret:
         return None
+    try:
+        # header bytes that are not UTF-8 arrive as surrogates (aiohttp decodes with
+        # surrogateescape): no stored secret is such a string, and hashing it raised
+        value.encode()
+    except UnicodeEncodeError:
+        return None
     return principal, secret
 
 

@@ -200,6 +200,10 @@ def console_challenge(e: ApiError) -> web.HTTPUnauthorized:
 
 
 def security_middleware(sec: ServerSecurity) -> Any:
+    # here, not at the top: kraft.server.routes imports this module
+    from kraft.server.http_codec import error_reply
+    from kraft.server.routes import HEARTBEAT_PATH
+
     authenticator = Authenticator(sec)
 
     @web.middleware
@@ -211,8 +215,16 @@ def security_middleware(sec: ServerSecurity) -> Any:
                 request.headers.get("Authorization"), request.transport
             )
         except ApiError as e:
-            if request.path == "/ui" or request.path.startswith("/ui/"):
+            if e.code == "UNAUTHORIZED" and (
+                request.path == "/ui" or request.path.startswith("/ui/")
+            ):
+                # a 429 stays a 429 (retriable): a challenge would ask for the password again
                 raise console_challenge(e) from None
+            if request.path == HEARTBEAT_PATH:
+                # as the heartbeat front does: a forger must reconnect for each try
+                resp = error_reply(request, e)
+                resp.force_close()
+                return resp
             raise
         return await handler(request)
 

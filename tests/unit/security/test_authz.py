@@ -125,3 +125,19 @@ def test_new_tokens_are_verified_within_a_budget_and_known_ones_never_wait() -> 
     with pytest.raises(VerificationThrottled):
         v.verify("Bearer broker-4:forged-4", now_s=100.7)
     assert TokenVerifier(creds).verify("Bearer broker-4:forged", now_s=1.0) is None  # no budget
+
+
+def test_a_node_s_principal_is_its_exact_name() -> None:
+    """`broker-04` or `broker-٤` (Arabic-Indic four) was taken for broker 4."""
+    assert node_of("broker-4", "broker-") == 4
+    assert node_of("broker-0", "broker-") == 0
+    assert node_of("controller-12", "controller-") == 12
+    for name in (
+        "broker-04",
+        "broker-\u0664",
+        "broker-4 ",
+        "broker-+4",
+        "broker-",
+        "broker-1" + "0" * 10,
+    ):
+        assert node_of(name, "broker-") is None, name

@@ -379,10 +379,10 @@ async def test_a_failed_heartbeat_authentication_is_answered_and_the_connection_
     host, port = node.url.removeprefix("https://").rsplit(":", 1)
     body = msgpack.packb({"broker_id": 4, "broker_epoch": 1, "current_metadata_offset": 0})
 
-    async def heartbeat(auth: str) -> tuple[bytes, bool]:
+    async def heartbeat(auth: str, path: str = "/v1/brokers/heartbeat") -> tuple[bytes, bool]:
         r, w = await asyncio.open_connection(host, int(port), ssl=ctx(certs), server_hostname=host)
         head = (
-            "POST /v1/brokers/heartbeat HTTP/1.1\r\nHost: x\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: x\r\n"
             "Content-Type: application/msgpack\r\nAccept: application/msgpack\r\n"
             f"Authorization: {auth}\r\nContent-Length: {len(body)}\r\n\r\n"
         )
@@ -400,5 +400,56 @@ async def test_a_failed_heartbeat_authentication_is_answered_and_the_connection_
 
     status, closed = await heartbeat("Bearer broker-4:forged")
     assert status.startswith(b"HTTP/1.1 401") and closed
+    # a query string hands the connection to aiohttp: the same answer, closed too
+    status, closed = await heartbeat("Bearer broker-4:forged", "/v1/brokers/heartbeat?x=1")
+    assert status.startswith(b"HTTP/1.1 401") and closed
     status, closed = await heartbeat(token(certs, "broker-4")["Authorization"])
     assert not status.startswith(b"HTTP/1.1 401") and not closed
+
+
+async def test_a_secret_that_is_not_utf8_is_an_invalid_credential(node, certs) -> None:
+    """Header bytes that are not UTF-8 reached the hash as surrogates: a 500 with a
+    logged traceback for any unauthenticated client, on a route and on the front."""
+    host, port = node.url.removeprefix("https://").rsplit(":", 1)
+    for request in (
+        b"GET /v1/quorum HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer admin:\xff\xfe\r\n\r\n",
+        b"POST /v1/brokers/heartbeat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer broker-4:\xff\xfe\r\nContent-Length: 2\r\n\r\n{}",
+    ):
+        r, w = await asyncio.open_connection(host, int(port), ssl=ctx(certs), server_hostname=host)
+        w.write(request)
+        status = await asyncio.wait_for(r.readline(), 5)
+        w.close()
+        assert status.startswith(b"HTTP/1.1 401"), (request[:30], status)
+
+
+async def test_the_console_answers_a_throttled_check_429_not_a_password_prompt(
+    certs, tmp_path
+) -> None:
+    """Over authentication.max.verification.rate, /ui turned the retriable 429 into a
+    401 with a Basic challenge: a browser would ask for the password again."""
+    import base64
+
+    n = await start_single(
+        tmp_path / "c1",
+        ["authentication.max.verification.rate=1"],
+        config_file=certs / "controller-1.properties",
+    )
+    try:
+        seen: list[tuple[int, str | None, str]] = []
+        async with aiohttp.ClientSession() as s:
+            for i in range(6):
+                basic = base64.b64encode(f"admin:forged-{i}".encode()).decode()
+                async with s.get(
+                    n.url + "/ui/api/session",
+                    headers={"Authorization": f"Basic {basic}"},
+                    ssl=ctx(certs),
+                ) as r:
+                    body = await r.json(content_type=None)
+                    seen.append((r.status, r.headers.get("WWW-Authenticate"), body["error_code"]))
+        throttled = [x for x in seen if x[2] == "THROTTLING_QUOTA_EXCEEDED"]
+        assert throttled, seen
+        assert all(status == 429 and challenge is None for status, challenge, _ in throttled), seen
+        assert all(x[0] == 401 and x[1] for x in seen if x[2] == "UNAUTHORIZED"), seen
+    finally:
+        await n.stop(1.0)
