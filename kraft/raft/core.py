@@ -778,6 +778,12 @@ class RaftCore:
         if inf is None:  # timed out already, or a duplicate
             self._after()
             return
+        if response.error == INCONSISTENT_CLUSTER_ID:
+            # A node of another cluster: its epoch and leader are not this cluster's
+            # (learning them let it force an election here), so this is no answer.
+            self._on_failed(correlation, inf)
+            self._after()
+            return
         match response:
             case FetchResponse():
                 self._on_fetch_response(inf, correlation, response)

@@ -63,6 +63,7 @@ from kraft.raft.config import RaftConfig
 from kraft.raft.core import RaftCore
 from kraft.raft.errors import NotLeaderError, ReconfigError
 from kraft.raft.messages import (
+    INCONSISTENT_CLUSTER_ID,
     FetchRequest,
     RaftRequest,
     RaftResponse,
@@ -83,6 +84,8 @@ log = logging.getLogger("kraft.raft")
 # proposal is its own batch): big enough to amortize per-batch costs, small enough
 # that one batch fits a default Fetch.
 MERGE_LIMIT_BYTES = 512 * 1024
+# A peer of another cluster is named in the log at most this often.
+FOREIGN_NODE_WARN_MS = 60_000
 # Committed data handed to the listener per driver cycle, so that catching up a
 # long log does not stall the event loop (the next cycle continues).
 DELIVERY_CHUNK_BYTES = 4 * 1024 * 1024
@@ -296,6 +299,8 @@ class RaftClient:
         self._reported: LeaderAndEpoch | None = None
         self._last_logged: tuple[str, int, int | None] | None = None
         self._stopping = False
+        # peer -> when (mono_ms) its next INCONSISTENT_CLUSTER_ID warning may be logged
+        self._foreign_warned: dict[int, int] = {}
         self.failed: asyncio.Future[BaseException] | None = None
         self.fatal_error: BaseException | None = None
         # Counters for metrics.
@@ -781,6 +786,19 @@ class RaftClient:
             log.debug("raft request to %s failed: %s", out.destination, e)
             self._push(RequestFailed(out.correlation))
             return
+        if resp.error == INCONSISTENT_CLUSTER_ID:
+            # Configured into our voters but of another cluster: the core ignores its
+            # answers (their epoch is not ours); the operator must hear of it.
+            now = mono_ms()
+            if now >= self._foreign_warned.get(out.destination, 0):
+                self._foreign_warned[out.destination] = now + FOREIGN_NODE_WARN_MS
+                log.warning(
+                    "node %s answered INCONSISTENT_CLUSTER_ID: it runs with another "
+                    "cluster id than this node's %s; its answers are ignored",
+                    out.destination,
+                    self.cluster_id,
+                    extra={"event": "inconsistent_cluster_id", "peer": out.destination},
+                )
         self._push(PeerResponse(out.correlation, resp))
 
     # ----------------------------------------------------------------- flushing

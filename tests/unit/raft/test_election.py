@@ -209,6 +209,32 @@ def test_cluster_id_mismatch_is_refused_without_effect():
     assert core.epoch == 0
 
 
+def test_an_answer_from_another_cluster_teaches_no_epoch():
+    """A node of another cluster named among the voters answers every request with
+    INCONSISTENT_CLUSTER_ID and its own epoch: learning it let that node force the
+    leader out (an epoch of 50 from a quorum-state, and an election here)."""
+    core = make_core()
+    core.ready()
+    r = elect(core)
+    now = core._now
+    begins = {o.destination: o for o in sent(r, BeginQuorumEpochRequest)}
+    foreign = BeginQuorumEpochResponse(INCONSISTENT_CLUSTER_ID, -1, 50)
+    core.handle_response(begins[3].correlation, foreign, now)
+    assert core.is_leader and core.epoch == 1
+    core.ready()
+    # no answer at all: it is asked again after the backoff, as after a failure
+    core.tick(now + CONFIG.retry_backoff_ms)
+    assert [o.destination for o in sent(core.ready(), BeginQuorumEpochRequest)] == [3]
+    # a pre-vote's answer alike
+    other = make_core(node_id=2)
+    other.ready()
+    other.tick(other.next_wake_ms())
+    (ask, *_) = sent(other.ready(), VoteRequest)
+    answer = VoteResponse(INCONSISTENT_CLUSTER_ID, False, 3, 50, True)
+    other.handle_response(ask.correlation, answer, other._now)
+    assert other.epoch == 0 and isinstance(other.state, Prospective), other.state
+
+
 def test_prevote_grant_changes_nothing():
     core = make_core(node_id=2, es=ElectionState(3, None, None))
     core.ready()
