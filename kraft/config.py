@@ -45,22 +45,30 @@ def _per_ip_overrides_problem(text: str) -> str | None:
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
     """`1@host:port,2@host:port` -> {1: (host, port), ...}."""
     voters: dict[int, tuple[str, int]] = {}
+    if not text.strip():
+        raise ConfigError("the voter list is empty")
     for item in (x.strip() for x in text.split(",")):
         if not item:
-            continue
+            raise ConfigError(f"the voter list {text!r} has an empty entry")
         try:
             node, address = item.split("@", 1)
             host, port = address.rsplit(":", 1)
             node_id, port_no = int(node), int(port)
         except ValueError:
             raise ConfigError(f"voter {item!r} is not of the form ID@HOST:PORT") from None
-        if node_id < 0 or not 0 < port_no < 65536:
+        if not 0 <= node_id < 2**31 or not 0 < port_no < 65536:
             raise ConfigError(f"voter {item!r} has a bad id or port")
+        host = host.strip("[]")
+        if not host:
+            raise ConfigError(f"voter {item!r} has no host")
         if node_id in voters:
             raise ConfigError(f"voter id {node_id} appears twice")
-        voters[node_id] = (host.strip("[]"), port_no)
-    if not voters:
-        raise ConfigError("the voter list is empty")
+        for other, address in voters.items():
+            if address == (host, port_no):
+                raise ConfigError(
+                    f"voters {other} and {node_id} have the same address {host}:{port_no}"
+                )
+        voters[node_id] = (host, port_no)
     return voters
 
 

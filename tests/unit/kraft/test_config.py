@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,18 @@ def test_voters() -> None:
     assert parse_voters("1@[::1]:9000") == {1: ("::1", 9000)}
     with pytest.raises(ConfigError, match="appears twice"):
         parse_voters("1@a:1,1@b:2")
+    # each was accepted: a voter on no host, two voters on one address, a lost entry
+    for text, needle in (
+        ("1@:5000", "voter '1@:5000' has no host"),
+        ("1@[]:5000", "has no host"),
+        ("1@h:5000,2@h:5000", "voters 1 and 2 have the same address h:5000"),
+        ("1@h:5000,,2@h:5001", "has an empty entry"),
+        ("1@h:5000,", "has an empty entry"),
+        ("2147483648@h:5000", "has a bad id or port"),
+        (" ", "the voter list is empty"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(needle)):
+            parse_voters(text)
 
 
 def test_an_unknown_key_is_a_warning_and_another_roles_key_is_not(
