@@ -235,6 +235,10 @@ def generate(
 CA_NEXT = "ca-next.pem"
 CA_NEXT_KEY = "ca-next-key.pem"
 CREDENTIALS = "credentials.properties"
+# Principals revoked with --revoke, one per line: `--renew all` passes them over and
+# `--rotate-ca finish` does not wait for them, so that the rotation ends their
+# certificates instead of renewing them (naming one in --renew re-admits it).
+REVOKED = "revoked.txt"
 
 
 class CertsError(ValueError):
@@ -338,18 +342,38 @@ def drop_old_tokens(out: Path) -> int:
     return len(lines) - len(kept)
 
 
+def revoked(out: Path) -> list[str]:
+    """The principals revoked in `out` and not re-admitted since."""
+    try:
+        text = (out / REVOKED).read_text()
+    except FileNotFoundError:
+        return []
+    return sorted({ln.strip() for ln in text.splitlines() if ln.strip()})
+
+
+def _set_revoked(out: Path, names: list[str]) -> None:
+    if names:
+        _write(out / REVOKED, "".join(f"{n}\n" for n in sorted(names)).encode(), private=False)
+    else:
+        (out / REVOKED).unlink(missing_ok=True)
+
+
 def renew(out: Path, names: list[str], new_token: bool = False, days: int = 365) -> list[str]:
-    """A new key and certificate for each principal (`all`: every one in `out`), signed
-    by the current CA with the same CN and SANs; with `new_token`, a new token too
-    (its hash is added beside the old one in credentials.properties: both are valid
-    until `drop_old_tokens`). Returns the names."""
+    """A new key and certificate for each principal (`all`: every one in `out` but the
+    revoked ones), signed by the current CA with the same CN and SANs; with
+    `new_token`, a new token too (its hash is added beside the old one in
+    credentials.properties: both are valid until `drop_old_tokens`). A revoked
+    principal named here is re-admitted. Returns the names."""
     out = out.resolve()
     known = principals_in(out)
-    names = known if names == ["all"] else names
+    gone = revoked(out)
+    names = [n for n in known if n not in gone] if names == ["all"] else names
     unknown = [n for n in names if n not in known]
     if unknown:
         raise CertsError(f"{out}: no certificate for {unknown} (known: {known})")
     ca_cert, ca_key = signing_ca(out)
+    if any(n in gone for n in names):
+        _set_revoked(out, [n for n in gone if n not in names])
     for name in names:
         old = _read_certs(out / f"{name}.pem")[0]
         cert, key = make_node_cert(ca_cert, ca_key, name, _hosts_of(old) or ["localhost"], days)
@@ -374,6 +398,7 @@ def revoke(out: Path, name: str) -> None:
             f"(its principals: {', '.join(known) or 'none'})"
         )
     _set_credential(out, name, None)
+    _set_revoked(out, sorted({*revoked(out), name}))
 
 
 def super_users(out: Path) -> set[str]:
@@ -405,7 +430,10 @@ def rotate_ca_finish(out: Path) -> None:
 
     ca_cert, ca_key = signing_ca(out)
     stale = []
+    gone = revoked(out)
     for name in principals_in(out):
+        if name in gone:
+            continue  # the old CA's end is its certificate's end
         cert = _read_certs(out / f"{name}.pem")[0]
         try:
             cert.verify_directly_issued_by(ca_cert)
@@ -505,12 +533,20 @@ def _run_rotation(args: argparse.Namespace) -> int:
                 f"new CA {out.resolve() / CA_NEXT}; {out.resolve() / 'ca.pem'} trusts old and new"
             )
         if args.renew:
+            gone = revoked(out)
             for name in renew(out, args.renew, args.new_token, args.days):
                 print(f"  renewed {name}: {out.resolve() / f'{name}.pem'}"
-                      + (" and its token" if args.new_token else ""))  # fmt: skip
+                      + (" and its token" if args.new_token else "")
+                      + (" (re-admitted: it was revoked)" if name in gone else ""))  # fmt: skip
+            if args.renew == ["all"] and gone:
+                print(f"  not renewed, revoked: {', '.join(gone)} (name one to re-admit it)")
         if args.revoke:
             revoke(out, args.revoke)
-            print(f"revoked {args.revoke}'s token in {out.resolve() / CREDENTIALS}")
+            print(
+                f"revoked {args.revoke}'s token in {out.resolve() / CREDENTIALS}; its "
+                "certificate stays valid until a CA rotation (--rotate-ca start, "
+                "--renew all, which passes it over, --rotate-ca finish) ends it"
+            )
             if args.revoke in super_users(out):
                 # the admin routes (topics, elections, voter changes) take only
                 # super users: say how to get back in before anyone needs to

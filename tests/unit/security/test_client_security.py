@@ -188,3 +188,39 @@ def test_certs_revokes_a_known_principal(
     secret = (own / "admin.token").read_text().strip().split(":", 1)[1]
     (stored,) = load_credentials(own / "credentials.properties")["admin"]
     assert stored.matches(secret)
+
+
+def test_a_ca_rotation_does_not_re_admit_a_revoked_principal(
+    certs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's rotation (start, --renew all --new-token, finish) gave a revoked
+    principal a new certificate and a new token: it was in again. `--renew all` now
+    passes it over and `finish` does not wait for it, so the old CA's end is its
+    certificate's end; naming it in --renew re-admits it."""
+    import shutil
+
+    from cryptography.exceptions import InvalidSignature
+
+    from kraft.cli import main
+    from kraft.security.certs import _read_certs, revoked
+    from kraft.security.credentials import load_credentials
+
+    own = shutil.copytree(certs, tmp_path / "certs")
+    old_cert = (own / "broker-4.pem").read_bytes()
+    assert main(["certs", "--out", str(own), "--revoke", "broker-4"]) == 0
+    assert revoked(own) == ["broker-4"]
+    assert main(["certs", "--out", str(own), "--rotate-ca", "start"]) == 0
+    assert main(["certs", "--out", str(own), "--renew", "all", "--new-token"]) == 0
+    out = capsys.readouterr().out
+    assert "renewed broker-4" not in out and "not renewed, revoked: broker-4" in out, out
+    assert "broker-4" not in load_credentials(own / "credentials.properties")
+    assert (own / "broker-4.pem").read_bytes() == old_cert
+    assert main(["certs", "--out", str(own), "--rotate-ca", "finish"]) == 0
+    (ca,) = _read_certs(own / "ca.pem")
+    with pytest.raises((InvalidSignature, ValueError)):
+        _read_certs(own / "broker-4.pem")[0].verify_directly_issued_by(ca)
+    # re-admitted on purpose: a certificate of the new CA and a token
+    assert main(["certs", "--out", str(own), "--renew", "broker-4", "--new-token"]) == 0
+    assert "re-admitted" in capsys.readouterr().out
+    assert revoked(own) == [] and "broker-4" in load_credentials(own / "credentials.properties")
+    _read_certs(own / "broker-4.pem")[0].verify_directly_issued_by(ca)
