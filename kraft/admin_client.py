@@ -138,6 +138,18 @@ class AdminClient:
             hint = ""
             if base.startswith("http://") and isinstance(e, aiohttp.ServerDisconnectedError):
                 hint = " (is it a TLS listener? use https:// and a truststore)"
+            elif base.startswith("https://") and (
+                isinstance(e, aiohttp.ServerDisconnectedError)
+                or isinstance(getattr(e, "os_error", e), ConnectionResetError)
+            ):
+                # A refused client certificate looks like this: the handshake's alert
+                # does not reach the client, the connection just ends. It is retried
+                # (a controller stopping ends connections alike), and then told.
+                hint = (
+                    " (the controller ended the TLS connection without an answer: with "
+                    "ssl.client.auth=required it refuses a client without a certificate "
+                    "of the cluster's CA; check ssl.keystore.location in --command-config)"
+                )
             raise ClientError("NETWORK", f"{base}: {type(e).__name__}: {e}{hint}") from None
 
     async def call(self, method: str, path: str, body: Any = None, any_node: bool = False) -> Any:

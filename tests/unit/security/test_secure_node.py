@@ -241,6 +241,17 @@ async def test_mtls_names_the_principal_and_required_refuses_certless_clients(
             # and the listener still serves good clients
             st, _ = await call(s, "GET", url + "/v1/quorum", ssl_ctx=ctx(certs, "admin"))
             assert st == 200
+        # the admin tools without a keystore: the likely cause and the key to check
+        from kraft.admin_client import AdminClient, ClientError
+        from kraft.security.client_security import ClientSecurity
+
+        sec = ClientSecurity(ssl_context=ctx(certs), headers=token(certs, "admin"))
+        async with AdminClient(url, timeout_s=3, max_attempts=1, security=sec) as admin:
+            with pytest.raises(ClientError) as e:
+                await admin.call("GET", "/v1/quorum", any_node=True)
+        assert e.value.code == "NETWORK", e.value
+        assert "ssl.client.auth=required" in str(e.value), e.value
+        assert "ssl.keystore.location" in str(e.value), e.value
     finally:
         await node.stop(1.0)
 
