@@ -27,49 +27,24 @@ def run(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
     )
 
 
+# a node of a one-voter quorum: each case below adds or leaves out one thing
+ONE = ["--node-id", "1", "--voters", "1@127.0.0.1:1", "--data-dir", "d"]
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
         (["--node-id", "1", "--data-dir", "d"], "--voters"),
         (["--node-id", "1", "--voters", "1@nohost", "--data-dir", "d"], "ID@HOST:PORT"),
         (["--voters", "1@127.0.0.1:1", "--data-dir", "d"], "--node-id"),
-        (
-            [
-                "--node-id",
-                "1",
-                "--voters",
-                "1@127.0.0.1:1",
-                "--data-dir",
-                "d",
-                "--override",
-                "broker.session.timeout.ms=x",
-            ],
-            "broker.session.timeout.ms",
-        ),
+        ([*ONE, "--override", "broker.session.timeout.ms=x"], "broker.session.timeout.ms"),
         (
             ["--node-id", "5", "--voters", "1@127.0.0.1:1", "--data-dir", "d"],
             "not among the voters",
         ),
-        # a ValueError traceback from logging
-        (
-            [
-                "--node-id",
-                "1",
-                "--voters",
-                "1@127.0.0.1:1",
-                "--data-dir",
-                "d",
-                "--log-level",
-                "foo",
-            ],
-            "--log-level",
-        ),
+        ([*ONE, "--log-level", "foo"], "--log-level"),  # a ValueError traceback from logging
         # the kernel took 99999 modulo 65536 and listened on 34463
-        (
-            ["--node-id", "1", "--voters", "1@127.0.0.1:1", "--data-dir", "d"]
-            + ["--listen", "127.0.0.1:99999"],
-            "the port must be in 0..65535",
-        ),
+        ([*ONE, "--listen", "127.0.0.1:99999"], "the port must be in 0..65535"),
     ],
 )
 def test_config_errors_exit_2_without_traceback(tmp_path, args, needle):
