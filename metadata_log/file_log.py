@@ -20,7 +20,11 @@ once `recovery_point_interval_bytes` of flushed data accumulated since the last
 one, and on `checkpoint`, `close` and every structural change, as Kafka writes
 it periodically rather than per flush: it is a lower bound of what is flushed,
 which is all recovery needs, and per-flush it would quadruple the fsyncs of a
-durable append. Structural operations (`truncate_to`, `delete_segments_below`,
+durable append. A caller that fsyncs the segments itself, off this thread
+(kraft.raft_shell.file_log_adapter), gets the same rule in three steps:
+`checkpoints_due` (what a flush of everything appended so far must rewrite, as
+file contents), `write_checkpoint_files` (any thread, after that fsync) and
+`checkpoints_written` (back on the owner's thread). Structural operations (`truncate_to`, `delete_segments_below`,
 `reset`) are rare and are durable on return: they flush first, so that after any
 of them nothing is unflushed. A failed fsync or a write error (ENOSPC included)
 raises `LogFatalError` and poisons the log: every later call raises it again and
@@ -97,12 +101,36 @@ _COUNT_AT = 27  # record_count's position in the header (see batch.py)
 _MAX_READ_HINTS = 16  # readers followed at once (followers, observers, delivery)
 
 
+def _recovery_point_text(offset: int) -> bytes:
+    return format_checkpoint(RECOVERY_POINT_VERSION, [(PARTITION_NAME, PARTITION_ID, offset)])
+
+
 def segment_file_name(base_offset: int) -> str:
     return f"{base_offset:020d}{LOG_SUFFIX}"
 
 
 def index_file_name(base_offset: int) -> str:
     return f"{base_offset:020d}{INDEX_SUFFIX}"
+
+
+class CheckpointWrite(NamedTuple):
+    """Checkpoint files due once everything appended so far is fsynced.
+
+    Made by `FileLog.checkpoints_due` on the log's thread; `write_checkpoint_files`
+    may write it from any thread (it only touches the files it names); then
+    `FileLog.checkpoints_written` records it as on disk.
+    """
+
+    files: tuple[tuple[str, bytes], ...]  # (file name, contents), in writing order
+    recovery_point: int | None  # the offset the recovery-point file says, if rewritten
+    epochs: tuple[tuple[int, int], ...] | None  # the epoch entries, if rewritten
+    appended: int  # FileLog's appended-bytes count the recovery point covers
+
+
+def write_checkpoint_files(directory: Path, due: CheckpointWrite) -> None:
+    """Write `due`'s files atomically and durably (any thread); raises OSError."""
+    for name, data in due.files:
+        write_atomic(directory / name, data)
 
 
 class _Segment:
@@ -227,7 +255,10 @@ class FileLog:
         self._cache_on_disk: list[tuple[int, int]] | None = None
         self._recovery_point_on_disk: int | None = None
         self.recovery_point_interval_bytes = 0
-        self._bytes_since_recovery_point = 0  # flushed bytes the checkpoint does not cover
+        # Bytes ever appended, and how many of them the recovery point on disk
+        # covers: the difference is the flushed data it is behind, once flushed.
+        self._appended_bytes = 0
+        self._recovery_point_mark = 0
         self._dir_dirty = False
         self._failed: str | None = None
         self._closed = False
@@ -505,6 +536,10 @@ class FileLog:
     def segment_base_offsets(self) -> list[int]:
         return list(self._bases)
 
+    def segment_spans(self) -> list[tuple[int, int, int]]:
+        """(base offset, end offset, size in bytes) of every segment, oldest first."""
+        return [(s.base, s.end, s.size) for s in self._segments]
+
     def durable_sizes(self) -> dict[str, int]:
         """Segment file name -> bytes known to survive a crash.
 
@@ -564,6 +599,7 @@ class FileLog:
         seg.size = pos + len(batch)
         seg.end = header.next_offset
         seg.dirty = True
+        self._appended_bytes += len(batch)
         self._end_offset = header.next_offset
         self._cache.assign(header.leader_epoch, header.base_offset)
         return header
@@ -622,7 +658,6 @@ class FileLog:
                 except OSError as e:
                     raise self._fatal(f"fsync {seg.path}", e) from e
                 seg.dirty = False
-            self._bytes_since_recovery_point += max(0, seg.size - seg.flushed_size)
             seg.flushed_size = seg.size
         if self._dir_dirty:
             try:
@@ -635,20 +670,48 @@ class FileLog:
         self._flushed_offset = self._end_offset
 
     def _write_checkpoints(self, force: bool = False) -> None:
+        due = self.checkpoints_due(force=force)
+        if due is not None:
+            for name, data in due.files:
+                self._write_file(name, data)
+            self.checkpoints_written(due)
+
+    def checkpoints_due(self, *, force: bool = False) -> CheckpointWrite | None:
+        """What a flush of everything appended so far must rewrite once its fsync is
+        done: the leader-epoch checkpoint when an epoch changed since the one on
+        disk, the recovery-point checkpoint (at the end offset) once
+        `recovery_point_interval_bytes` were appended since the one on disk (or
+        `force`); None when nothing is due."""
+        self._check_usable()
+        files: list[tuple[str, bytes]] = []
         entries = self._cache.entries()
+        epochs = None
         if entries != self._cache_on_disk:
-            self._write_file(LEADER_EPOCH_CHECKPOINT, self._cache.serialize())
-            self._cache_on_disk = entries
-        if self._flushed_offset != self._recovery_point_on_disk and (
-            force or self._bytes_since_recovery_point >= self.recovery_point_interval_bytes
+            epochs = tuple(entries)
+            files.append((LEADER_EPOCH_CHECKPOINT, self._cache.serialize()))
+        rp = None
+        behind = self._appended_bytes - self._recovery_point_mark
+        if self._end_offset != self._recovery_point_on_disk and (
+            force or behind >= self.recovery_point_interval_bytes
         ):
-            self._write_recovery_point(self._flushed_offset)
+            rp = self._end_offset
+            files.append((RECOVERY_POINT_CHECKPOINT, _recovery_point_text(rp)))
+        if not files:
+            return None
+        return CheckpointWrite(tuple(files), rp, epochs, self._appended_bytes)
+
+    def checkpoints_written(self, due: CheckpointWrite) -> None:
+        """Record that `due` (from `checkpoints_due`) is on disk."""
+        if due.epochs is not None:
+            self._cache_on_disk = list(due.epochs)
+        if due.recovery_point is not None:
+            self._recovery_point_on_disk = due.recovery_point
+            self._recovery_point_mark = due.appended
 
     def _write_recovery_point(self, offset: int) -> None:
-        data = format_checkpoint(RECOVERY_POINT_VERSION, [(PARTITION_NAME, PARTITION_ID, offset)])
-        self._write_file(RECOVERY_POINT_CHECKPOINT, data)
+        self._write_file(RECOVERY_POINT_CHECKPOINT, _recovery_point_text(offset))
         self._recovery_point_on_disk = offset
-        self._bytes_since_recovery_point = 0
+        self._recovery_point_mark = self._appended_bytes
 
     def _write_file(self, name: str, data: bytes) -> None:
         try:

@@ -26,10 +26,11 @@ read through NodeSettings.get, whose defaults are the registry's (kraft.config).
   once nothing uncommitted is replayed, no metadata transaction is open and the
   state is durable in the local log. A forked child writes the image as of the
   fork (kraft.server.forked_snapshot: nothing copied on the loop, no GIL shared;
-  the simulator copies it and writes in a thread); then older snapshots are
-  deleted and, beyond the retention limits,
-  the log segments the snapshot covers. A restarted node loads its newest
-  snapshot and replays the committed rest.
+  the simulator copies it and writes in a thread); then retention (Kafka's
+  maybeClean: FileReplicatedLog.clean_retention) deletes the oldest snapshots and
+  the segments below the next one while over `metadata.max.retention.bytes` or
+  `.ms`, never the newest snapshot. A restarted node loads its newest snapshot and
+  replays the committed rest.
 
 Data directory (DESIGN 1.5): meta.properties (cluster.id, node.id), quorum-state,
 __cluster_metadata-0/ (segments, checkpoints, snapshots). The first start formats
@@ -77,7 +78,6 @@ from kraft.server.quorum_routes import build_quorum_routes
 from kraft.server.raft_routes import build_raft_routes
 from kraft.server.replay_metrics import ReplayMetrics
 from kraft.server.routes import build_routes
-from metadata_log.batch import HEADER_SIZE, parse_header
 from metadata_log.checkpoints import fsync_dir
 from metadata_log.image import MetadataImage
 from metadata_log.records import (
@@ -782,18 +782,16 @@ class ControllerNode:
             self._snapshot_task = None
 
     def _maybe_trim(self, sid: SnapshotId) -> bool:
-        """Delete the segments below the snapshot once the log exceeds retention."""
-        over_bytes = self.retention_bytes >= 0 and self.log.size_bytes > self.retention_bytes
-        over_time = False
-        if self.retention_ms >= 0 and self.log.start_offset < self.log.end_offset:
-            head = self.log.read(self.log.start_offset, HEADER_SIZE)
-            first = parse_header(head, 0, "<log>", self.log.start_offset)
-            # retention by age compares the wall clock with a batch's timestamp, as Kafka
-            over_time = self._timestamp() - first.append_time_ms > self.retention_ms
-        if not (over_bytes or over_time):
-            return False
+        """Retention once snapshot `sid` is registered, as Kafka's
+        KafkaMetadataLog.maybeClean: oldest first, the oldest snapshot goes and the
+        segments below the next one with it, only while the log and the snapshots
+        exceed `metadata.max.retention.bytes`, or while that snapshot's last batch is
+        older than `metadata.max.retention.ms` (wall clock, as the batches' append
+        times); the newest snapshot (`sid`) and the log after it always stay. The
+        decision is file_log_adapter.retention_cut's (pure); True when segments went."""
         before = self.log.start_offset
-        return self.log.delete_segments_below(sid.end_offset) > before
+        self.log.clean_retention(self.retention_bytes, self.retention_ms, self._timestamp())
+        return self.log.start_offset > before
 
     # ----------------------------------------------------------------- metrics
 
