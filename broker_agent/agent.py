@@ -52,6 +52,9 @@ log = logging.getLogger("broker_agent")
 
 PATHS = {"register": "/v1/brokers/register", "heartbeat": HEARTBEAT_PATH}
 ALTER_PATH = "/v1/partitions/alter"
+# Controller URLs an agent may learn from NOT_CONTROLLER hints, beyond those given
+# (a quorum's voters and a few replacements; a bound whatever the answers say).
+MAX_LEARNED_CONTROLLERS = 8
 
 
 class MetadataSource(Protocol):
@@ -245,6 +248,7 @@ class BrokerAgent:
         self._headers = security.headers_with(MSGPACK_HEADERS)  # current across reloads
         self._ssl = security.ssl
         self.controllers = [c.rstrip("/") for c in controllers]
+        self._given_controllers = len(self.controllers)
         if not self.controllers:
             raise ValueError("at least one controller URL is needed")
         self.session = session
@@ -281,10 +285,25 @@ class BrokerAgent:
         return BrokerState.STARTING if self.lifecycle is None else self.lifecycle.state
 
     def controller_index(self, url: str | None) -> int | None:
-        if not isinstance(url, str):
+        """The index of a controller URL a NOT_CONTROLLER answer names. One the agent
+        was not given (its list named only standbys, or a controller added since,
+        KIP-853) is learned: left out, it stayed unreachable and registration never
+        ended. At most MAX_LEARNED_CONTROLLERS are learned."""
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             return None
         url = url.rstrip("/")
-        return self.controllers.index(url) if url in self.controllers else None
+        if url in self.controllers:
+            return self.controllers.index(url)
+        if len(self.controllers) >= self._given_controllers + MAX_LEARNED_CONTROLLERS:
+            return None
+        self.controllers.append(url)
+        if self.lifecycle is not None:
+            self.lifecycle.selector.grow(len(self.controllers))
+        log.info(
+            "learned the active controller's URL from a NOT_CONTROLLER answer",
+            extra={"event": "controller_learned", "broker_id": self.broker_id, "url": url},
+        )
+        return len(self.controllers) - 1
 
     def status(self) -> dict[str, Any]:
         lc = self.lifecycle
@@ -571,7 +590,17 @@ class BrokerAgent:
         directory = self._data_dir()
         if directory is None or not lc.clean_shutdown or lc.broker_epoch < 0:
             return
-        clean_shutdown.write(directory, lc.broker_epoch)
+        try:
+            clean_shutdown.write(directory, lc.broker_epoch)
+        except OSError as e:
+            # the shutdown itself was clean; the next start will read as unclean
+            log.error(
+                "cannot write the clean shutdown file in %s: %s",
+                directory,
+                e,
+                extra={"event": "clean_shutdown_write_failed", "broker_id": self.broker_id},
+            )
+            return
         log.info(
             "clean shutdown recorded",
             extra={

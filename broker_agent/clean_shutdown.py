@@ -28,12 +28,18 @@ def take(data_dir: str | Path) -> int:
     """The epoch of the last clean shutdown (-1: none), and delete the file."""
     path = Path(data_dir) / FILE_NAME
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode()
     except FileNotFoundError:
         return NO_EPOCH
+    except (OSError, UnicodeDecodeError) as e:
+        # not UTF-8, a directory, no permission: no epoch to trust (and the agent
+        # must start: an unclean shutdown is the safe reading)
+        text, reason = "", str(e)
+    else:
+        reason = "not a clean shutdown record"
     epoch = NO_EPOCH
     try:
-        doc = json.loads(text)
+        doc = json.loads(text) if text else None
         value = doc.get("broker_epoch") if isinstance(doc, dict) else None
         if type(value) is int and value >= 0:
             epoch = value
@@ -41,11 +47,22 @@ def take(data_dir: str | Path) -> int:
         pass
     if epoch == NO_EPOCH:
         log.warning(
-            "clean shutdown file unreadable: treated as an unclean shutdown",
+            "clean shutdown file unreadable (%s): treated as an unclean shutdown",
+            reason,
             extra={"event": "clean_shutdown_file_invalid", "path": str(path)},
         )
-    path.unlink()
-    fsync_dir(path.parent)
+    try:
+        path.unlink()
+        fsync_dir(path.parent)
+    except OSError as e:
+        # left as it is (a directory, say): the next clean shutdown cannot write
+        # over it either, and says so; every start reads as unclean until it goes
+        log.warning(
+            "clean shutdown file %s cannot be removed: %s",
+            path,
+            e,
+            extra={"event": "clean_shutdown_file_invalid", "path": str(path)},
+        )
     return epoch
 
 

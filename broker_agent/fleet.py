@@ -242,6 +242,10 @@ class Fleet:
                 cluster_id=spec.cluster_id,
                 raft_config=spec.raft,
                 security=spec.security.get(spec.first_id, NONE),
+                alternates=[
+                    (b, spec.security.get(b, NONE))
+                    for b in range(spec.first_id + 1, spec.first_id + spec.count)
+                ],
                 rng=random.Random(f"follower:{spec.seed}:{spec.first_id}"),
                 **clock_kw,
             )

@@ -28,7 +28,7 @@ import contextlib
 import json
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -334,6 +334,43 @@ def _error_text(text: str) -> str:
     return text.strip()[:200] or "(empty body)"
 
 
+class LeaderWatch:
+    """After discovery: `quorum_unreachable` (a warning, after
+    DISCOVERY_WARN_AFTER_MS without a known leader, then every
+    DISCOVERY_WARN_EVERY_MS) while the observer knows no active controller (every
+    controller down, or the quorum without a leader), and `quorum_reachable` once it
+    knows one again. Time is an argument."""
+
+    def __init__(self) -> None:
+        self.since_ms: int | None = None  # when the leader was lost; None: known
+        self.warn_at = 0
+        self.warned = False
+
+    def check(self, leader_id: int | None, now_ms: int) -> None:
+        if leader_id is not None and leader_id >= 0:
+            if self.warned:
+                log.info(
+                    "the metadata quorum has an active controller again",
+                    extra={"event": "quorum_reachable", "leader_id": leader_id},
+                )
+            self.since_ms, self.warned = None, False
+            return
+        if self.since_ms is None:
+            self.since_ms, self.warn_at = now_ms, now_ms + DISCOVERY_WARN_AFTER_MS
+        if now_ms >= self.warn_at:
+            self.warn_at = now_ms + DISCOVERY_WARN_EVERY_MS
+            self.warned = True
+            log.warning(
+                "no active controller of the metadata quorum answers; still trying",
+                extra={
+                    "event": "quorum_unreachable",
+                    "waited_s": (now_ms - self.since_ms) // 1000,
+                    "problems": "the observer knows no leader: every controller down, "
+                    "or the quorum without a leader",
+                },
+            )
+
+
 class MetadataFollower:
     """Discovers the quorum, then runs a RaftClient observer that feeds the applier."""
 
@@ -351,9 +388,13 @@ class MetadataFollower:
         max_discovery_backoff_s: float = 5.0,
         retain_offsets: int = 4096,
         security: ClientSecurity = NONE,
+        alternates: Sequence[tuple[int, ClientSecurity]] = (),
     ) -> None:
         self.node_id = node_id
         self.security = security  # fetches as an observer with broker node_id's credential
+        # A fleet's other ids (and their credentials): the observer takes the first
+        # that is no voter's, should node_id be one (see `_observer_id`).
+        self.alternates = list(alternates)
         self.controllers = [c.rstrip("/") for c in controllers]
         self.session = session  # for discovery; the Raft transport has its own pool
         self.cluster_id = cluster_id
@@ -472,6 +513,8 @@ class MetadataFollower:
             if self._stopped or self.quorum is None:
                 return
             q = self.quorum
+            if not self._observer_id(q.voters):
+                return
             self.transport = HttpTransport(dict(q.urls), security=self.security)
             self.client = RaftClient(
                 self.node_id,
@@ -486,16 +529,44 @@ class MetadataFollower:
             self.client.register_listener(self)
             await self.client.start()
             self._ready_event.set()
+            watch = LeaderWatch()
             while not self._stopped:
                 # A controller that was down at start: learn its URL later (bounded).
                 if len(q.urls) < len(q.voters):
                     await self._rediscover()
+                watch.check(self.client.leader_and_epoch.leader_id, self.clock())
                 await wait_event(self._stop_event, 5.0)
         finally:
             self._ready_event.set()
             if self.client is not None:
                 with contextlib.suppress(Exception):
                     await self.client.shutdown(timeout_s=1.0)
+
+    def _observer_id(self, voters: tuple[int, ...]) -> bool:
+        """Make sure the observer's replica id is no voter's: a RaftClient whose id is
+        in the voter set runs as a voter (unattached, prospective: pre-votes to the
+        quorum). Node ids are one namespace, so such a broker is refused anyway; a
+        fleet's observer moves to its next id. False: none is left (logged)."""
+        if self.node_id not in voters:
+            return True
+        for node_id, security in self.alternates:
+            if node_id not in voters:
+                log.warning(
+                    "broker id %s is a controller's: the metadata observer fetches as %s",
+                    self.node_id,
+                    node_id,
+                    extra={"event": "observer_id_moved", "node_id": node_id},
+                )
+                self.node_id, self.security = node_id, security
+                return True
+        log.error(
+            "broker id %s is a controller's (voters %s): node ids are one namespace; "
+            "the metadata observer does not start",
+            self.node_id,
+            list(voters),
+            extra={"event": "observer_not_started", "node_id": self.node_id},
+        )
+        return False
 
     def stop(self) -> None:
         self._stopped = True

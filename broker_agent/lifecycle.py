@@ -146,6 +146,12 @@ class ControllerSelector:
     def rotate(self) -> None:
         self.current = (self.current + 1) % self.count
 
+    def grow(self, count: int) -> None:
+        """Controllers learned since (a NOT_CONTROLLER hint naming one the agent was
+        not given): they join the round."""
+        if count > self.count:
+            self.count = count
+
 
 class BrokerLifecycle:
     def __init__(

@@ -73,6 +73,8 @@ class Stubs:
     epochs: dict[int, int] = field(default_factory=dict)
     hits: dict[tuple[int, str], list[int]] = field(default_factory=dict)  # stub index per request
     next_epoch: int = 10
+    # stubs that are standbys: every answer NOT_CONTROLLER naming the other stub
+    standbys: set[int] = field(default_factory=set)
 
     def script(self, broker_id: int, kind: str, *answers: Answer) -> None:
         self.scripts[(broker_id, kind)] = deque(answers)
@@ -81,6 +83,8 @@ class Stubs:
         body = msgpack.unpackb(await request.read(), raw=False)
         bid = body["broker_id"]
         self.hits.setdefault((bid, kind), []).append(stub)
+        if stub in self.standbys:
+            return await self.scripted(stub, Answer("not_controller", hint=True), request)
         script = self.scripts.get((bid, kind))
         if script:
             return await self.scripted(stub, script.popleft(), request)
@@ -186,6 +190,7 @@ async def run_agents(
     broker_ids: list[int],
     expect_exit: frozenset[int] = frozenset(),
     fleet_path: bool = False,
+    urls: list[str] | None = None,
 ) -> Run:
     """Start one real agent per id against the stubs; wait (bounded) until each is
     RUNNING, or has exited for the ids in `expect_exit`; then stop them all.
@@ -204,7 +209,7 @@ async def run_agents(
         agents = {
             b: BrokerAgent(
                 b,
-                stubs.urls,
+                stubs.urls if urls is None else urls,
                 session,
                 FakeMetadata(),
                 SETTINGS,
@@ -319,6 +324,19 @@ async def test_not_controller_hint_goes_to_the_named_controller(stubs: Stubs) ->
     assert hinted[1] == 1 - hinted[0] and hinted[2] == 1 - hinted[1]
     assert unhinted[1] == 1 - unhinted[0]
     assert run.stats.redirects == 2  # a hinted NOT_CONTROLLER is a redirect, not an error
+
+
+async def test_a_hint_to_a_controller_the_agent_was_not_given_is_followed(
+    stubs: Stubs,
+) -> None:
+    """Given only a standby's URL, the agent asked it forever: the hint named a URL
+    outside its list, which it dropped. Now it learns the URL and registers there."""
+    stubs.standbys.add(0)
+    run = await run_agents(stubs, [9], urls=[stubs.urls[0]])
+    assert run.running[9].is_set(), stubs.hits
+    assert run.agents[9].controllers == [stubs.urls[0], stubs.urls[1]]
+    assert stubs.hits[(9, "register")][-1] == 1
+    assert run.stats.redirects >= 1
 
 
 async def test_an_unexpected_exception_is_logged_once_and_retried(

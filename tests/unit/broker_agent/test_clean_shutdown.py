@@ -23,3 +23,14 @@ def test_an_unreadable_file_is_an_unclean_shutdown_and_is_removed(tmp_path: Path
         (tmp_path / clean_shutdown.FILE_NAME).write_text(text)
         assert clean_shutdown.take(tmp_path) == -1
         assert not (tmp_path / clean_shutdown.FILE_NAME).exists()
+
+
+def test_bytes_that_are_not_utf8_or_a_directory_there_read_as_unclean(tmp_path: Path) -> None:
+    """Both crashed the agent at every start with a traceback (UnicodeDecodeError,
+    IsADirectoryError) until someone removed the file by hand."""
+    (tmp_path / clean_shutdown.FILE_NAME).write_bytes(b"\xff\xfe")
+    assert clean_shutdown.take(tmp_path) == -1
+    assert not (tmp_path / clean_shutdown.FILE_NAME).exists()
+    (tmp_path / clean_shutdown.FILE_NAME).mkdir()
+    assert clean_shutdown.take(tmp_path) == -1  # left there, said in the log
+    assert (tmp_path / clean_shutdown.FILE_NAME).is_dir()

@@ -204,3 +204,56 @@ async def test_the_follower_warns_after_a_while_with_the_reasons_then_discovers(
     assert f"{stubs.urls['closed']}: ClientConnectorError" in problems
     assert f"{stubs.urls['later']}: HTTP 503" in problems
     json.dumps(problems)  # a plain string field for --log-format json
+
+
+async def test_the_observer_never_takes_a_voter_s_id() -> None:
+    """A fleet starting at a controller's id ran its metadata observer as that voter:
+    unattached, then prospective (pre-votes to the quorum), before it settled. It now
+    fetches as the fleet's first id that is no voter's, with that id's credential;
+    with none left it does not start."""
+    import aiohttp
+
+    from broker_agent.follower import MetadataFollower
+    from kraft.security.client_security import ClientSecurity
+
+    four = ClientSecurity(token="broker-4:x")
+    async with aiohttp.ClientSession() as session:
+        fleet = MetadataFollower(
+            2, ["http://127.0.0.1:1"], session,
+            alternates=[(3, ClientSecurity()), (4, four)],
+        )  # fmt: skip
+        assert fleet._observer_id((1, 2, 3))
+        assert (fleet.node_id, fleet.security) == (4, four)
+        alone = MetadataFollower(2, ["http://127.0.0.1:1"], session)
+        assert not alone._observer_id((1, 2, 3))
+        fine = MetadataFollower(7, ["http://127.0.0.1:1"], session)
+        assert fine._observer_id((1, 2, 3)) and fine.node_id == 7
+
+
+def test_an_agent_warns_while_the_quorum_it_found_has_no_leader(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """quorum_unreachable was only ever logged before the first discovery: every
+    controller killed for a minute later showed in nothing but the status lines."""
+    import logging
+
+    from broker_agent.follower import LeaderWatch
+
+    watch = LeaderWatch()
+    events = lambda: [getattr(r, "event", None) for r in caplog.records]  # noqa: E731
+    with caplog.at_level(logging.INFO, logger="broker_agent"):
+        watch.check(1, 0)
+        watch.check(None, 1_000)  # the leader is lost
+        watch.check(None, 10_999)
+        assert events() == []
+        watch.check(-1, 11_000)  # 10 s without one
+        assert events() == ["quorum_unreachable"]
+        watch.check(None, 40_999)
+        watch.check(None, 41_000)  # then every 30 s
+        assert events() == ["quorum_unreachable"] * 2
+        assert caplog.records[-1].waited_s == 40
+        watch.check(2, 45_000)
+        assert events()[-1] == "quorum_reachable"
+        watch.check(None, 50_000)  # a new loss counts from its own start
+        watch.check(None, 59_999)
+        assert events().count("quorum_unreachable") == 2
