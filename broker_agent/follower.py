@@ -301,16 +301,23 @@ async def discover_quorum(
     problems: dict[str, str] = {}
     ids: dict[int, str] = {}
     voters: set[int] = set()
-    found_cluster: str | None = None
+    found_cluster = cluster_id
+    if found_cluster is None:
+        # Not given: the cluster most of the answers name (the first named at a
+        # tie). Merging another cluster's voters in (a wrong URL in the list) led to
+        # a registration refused INCONSISTENT_CLUSTER_ID and the agent's exit.
+        named = [b.get("cluster_id") for b, _ in answers if b is not None]
+        named = [c for c in named if isinstance(c, str) and c]
+        found_cluster = max(named, key=named.count) if named else None
     for url, (body, problem) in zip(urls, answers, strict=True):
         if body is None:
             problems[url] = problem or "no answer"
             continue
         cid = body.get("cluster_id")
-        if cluster_id is not None and cid != cluster_id:
-            problems[url] = f"it belongs to cluster {cid!r}, not {cluster_id!r} (--cluster-id)"
+        if cid != found_cluster:
+            given = "(--cluster-id)" if cluster_id is not None else "(most controllers' answer)"
+            problems[url] = f"it belongs to cluster {cid!r}, not {found_cluster!r} {given}"
             continue
-        found_cluster = found_cluster or cid
         if type(body.get("node_id")) is int:
             ids[body["node_id"]] = url
         for v in body.get("voters") or []:

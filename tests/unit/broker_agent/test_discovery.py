@@ -150,6 +150,24 @@ async def test_discovery_finds_the_quorum_past_the_broken_ones(stubs: Stubs) -> 
     assert stubs.urls["later"] not in found.problems and len(found.problems) == 5
 
 
+async def test_without_a_cluster_id_the_cluster_most_controllers_name_is_taken(
+    stubs: Stubs,
+) -> None:
+    """A wrong URL in --controllers (another cluster's controller, listed first): its
+    cluster id was taken and the right cluster's voters merged in; registration was
+    then refused INCONSISTENT_CLUSTER_ID and the agent exited."""
+    stubs.healthy = True
+    u = stubs.urls
+    urls = [u["other_cluster"], u["later"], u["slow"]]
+    async with aiohttp.ClientSession() as session:
+        found = await asyncio.wait_for(discover_quorum(session, urls, timeout_s=2.0), WAIT_S)
+    assert found.info is not None and found.info.cluster_id == CLUSTER
+    assert found.problems == {
+        u["other_cluster"]: "it belongs to cluster 'other-cluster', not 'right-cluster' "
+        "(most controllers' answer)"
+    }
+
+
 class FakeClock:
     """Each reading advances 2 s: discovery's minutes pass in a few rounds."""
 
