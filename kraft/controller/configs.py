@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 
 from kraft.controller.errors import ApiError
+from kraft.controller.requests import INT32_MAX, INT64_MAX
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
@@ -14,7 +15,7 @@ MIN_INSYNC_REPLICAS = "min.insync.replicas"
 # Kafka's ConfigDef reads a number trimmed, in decimal digits, within its type's
 # range (Java's parseInt/parseLong): no "1_000", no 40 digits.
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
-_INT_MAX, _LONG_MAX = 2**31 - 1, 2**63 - 1
+_INT_MAX, _LONG_MAX = INT32_MAX, INT64_MAX  # Java's INT and LONG
 
 
 def _number_at_least(lo: int, hi: int) -> Callable[[str], bool]:

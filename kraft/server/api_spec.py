@@ -19,6 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kraft.controller.requests import INT16_MAX, INT32_MAX, INT64_MAX
 from kraft.raft.messages import REQUEST_TYPES
 
 Schema = dict[str, Any]
@@ -27,11 +28,11 @@ INT: Schema = {"type": "integer"}
 NONNEG: Schema = {"type": "integer", "minimum": 0}
 STR: Schema = {"type": "string"}
 BOOL: Schema = {"type": "boolean"}
-# Kafka's wire types (kraft.controller.requests checks the same ranges)
-ID: Schema = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}  # node/partition id
-I32: Schema = {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1}
-I64: Schema = {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}
-VERSION: Schema = {"type": "integer", "minimum": 0, "maximum": 2**15 - 1}
+# Kafka's wire types: the ranges kraft.controller.requests checks
+ID: Schema = {"type": "integer", "minimum": 0, "maximum": INT32_MAX}  # node/partition id
+I32: Schema = {"type": "integer", "minimum": -INT32_MAX - 1, "maximum": INT32_MAX}
+I64: Schema = {"type": "integer", "minimum": -INT64_MAX - 1, "maximum": INT64_MAX}
+VERSION: Schema = {"type": "integer", "minimum": 0, "maximum": INT16_MAX}
 UUID: Schema = {"type": "string", "format": "uuid"}
 
 
