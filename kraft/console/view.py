@@ -49,9 +49,13 @@ def broker_state(fenced: bool, in_controlled_shutdown: bool) -> str:
 def partition_status(p: Any) -> str:
     if p.leader < 0:
         return OFFLINE
-    if len(p.isr) < len(p.replicas):
+    # As Kafka counts under-replicated partitions: replicas a reassignment is still
+    # adding are not yet owed to the ISR (counting them, every move read as
+    # under-replicated and none as reassigning).
+    adding = p.adding_replicas
+    if any(r not in p.isr for r in p.replicas if r not in adding):
         return UNDER_REPLICATED
-    if p.adding_replicas or p.removing_replicas:
+    if adding or p.removing_replicas:
         return REASSIGNING
     return HEALTHY
 
@@ -171,5 +175,37 @@ def cluster_view(
             "reassignments": summary.reassignments,
             "rows": partitions,
         },
-        "topics": {"total": len(image.topics), "rows": list(summary.topics[:limit])},
+        "topics": {"total": len(image.topics), "rows": _topic_rows(image, summary, limit)},
     }
+
+
+def _topic_rows(image: MetadataImage, summary: ClusterSummary, limit: int) -> list[dict[str, Any]]:
+    """The summary's topic rows in its order, read against the current image: a topic
+    deleted since is left out, one created since comes last, with its counts."""
+    rows = [
+        {**t, "partitions": len(image.topics[t["topic_id"]].partitions)}
+        for t in summary.topics[:limit]
+        if t["topic_id"] in image.topics
+    ]
+    if len(rows) < limit and len(image.topics) > len(rows):  # one created since
+        shown = {t["topic_id"] for t in summary.topics}
+        for name, tid in sorted(image.topic_ids_by_name.items()):
+            t = image.topics.get(tid)
+            if t is None or tid in shown:
+                continue
+            counts = {OFFLINE: 0, UNDER_REPLICATED: 0, REASSIGNING: 0, HEALTHY: 0}
+            for p in t.partitions.values():
+                counts[partition_status(p)] += 1
+            rows.append(
+                {
+                    "name": name,
+                    "topic_id": tid,
+                    "partitions": len(t.partitions),
+                    OFFLINE: counts[OFFLINE],
+                    UNDER_REPLICATED: counts[UNDER_REPLICATED],
+                    REASSIGNING: counts[REASSIGNING],
+                }
+            )
+            if len(rows) >= limit:
+                break
+    return rows

@@ -68,3 +68,19 @@ class ApiError(Exception):
 
 def invalid(message: str) -> ApiError:
     return ApiError("INVALID_REQUEST", message)
+
+
+def not_controller(leader_id: int | None, leader_url: str | None) -> ApiError:
+    """503 NOT_CONTROLLER naming the active controller and its URL when known (in the
+    message too: a console or a curl user reads the message)."""
+    extra: dict[str, Any] = {}
+    if leader_id is not None:
+        extra["leader_id"] = leader_id
+    if leader_url is not None:
+        extra["leader_url"] = leader_url
+    where = ""
+    if leader_id is not None:
+        where = f"; the active controller is {leader_id}"
+        if leader_url is not None:
+            where += f" at {leader_url}"
+    return ApiError("NOT_CONTROLLER", f"this node is not the active controller{where}", **extra)

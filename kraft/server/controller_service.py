@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from kraft.clock import mono_ms, wall_ms
 from kraft.controller.batching import EncodedBatch, RecordEncoder, pack, to_batches
-from kraft.controller.errors import ApiError
+from kraft.controller.errors import ApiError, not_controller
 from kraft.controller.quorum_controller import ControllerResult, QuorumController
 from kraft.raft.errors import NotLeaderError
 from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay, io_turns
@@ -249,14 +249,7 @@ class ControllerService:
         return w is not None and w.in_transaction
 
     def _not_controller(self) -> ApiError:
-        leader_id, leader_url = self.writer.leader_hint()
-        extra: dict[str, Any] = {}
-        if leader_id is not None:
-            extra["leader_id"] = leader_id
-        if leader_url is not None:
-            extra["leader_url"] = leader_url
-        where = f"; the active controller is {leader_id}" if leader_id is not None else ""
-        return ApiError("NOT_CONTROLLER", f"this node is not the active controller{where}", **extra)
+        return not_controller(*self.writer.leader_hint())
 
     # ---------------------------------------------------------------- leadership
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgpack
 from aiohttp import web
@@ -132,3 +133,27 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
             },
             405,
         )
+
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@web.middleware
+async def same_origin_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    """A write that a browser sends from another site's page is refused (CSRF): a
+    `text/plain` POST needs no CORS preflight, and a browser that has the console's
+    Basic credential would send it. Browsers name the page's origin in `Origin`; the
+    CLI, the agents and curl send none, and the console's own page sends this one."""
+    origin = request.headers.get("Origin")
+    if (
+        origin is not None
+        and request.method not in _SAFE_METHODS
+        and urlsplit(origin).netloc.lower() != request.host.lower()
+    ):
+        raise ApiError(
+            "UNAUTHORIZED",
+            f"a write from another origin ({origin}) is refused: the web console's "
+            "own page sends its own, the CLI and the agents none",
+            http_status=403,
+        )
+    return await handler(request)

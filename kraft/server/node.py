@@ -71,7 +71,7 @@ from kraft.server.chunked_replay import GC_PAUSE, REPLAY_CHUNK, ChunkedReplay
 from kraft.server.controller_service import ControllerService
 from kraft.server.forked_snapshot import can_fork, fork_writer, wait_child
 from kraft.server.heartbeat_front import HeartbeatFronts
-from kraft.server.http_codec import error_middleware
+from kraft.server.http_codec import error_middleware, same_origin_middleware
 from kraft.server.limits import ConnectionQuotaConfig, GuardedSite, body_middleware
 from kraft.server.metrics import ControllerMetrics, image_gauges
 from kraft.server.quorum_routes import build_quorum_routes
@@ -455,7 +455,7 @@ class ControllerNode:
         from kraft.security.server_security import SECURITY, security_middleware
 
         s = self.settings
-        middlewares: list[Any] = [error_middleware]
+        middlewares: list[Any] = [error_middleware, same_origin_middleware]
         if self.security.authorizer is not None:
             middlewares.append(security_middleware(self.security))
         middlewares.append(body_middleware(s.get("connections.max.idle.ms") / 1000))

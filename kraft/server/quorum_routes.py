@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kraft.controller.errors import ApiError
+from kraft.controller.errors import ApiError, not_controller
 from kraft.controller.requests import INT32_MAX
 from kraft.raft.errors import (
     CONCURRENT_VOTER_CHANGE,
@@ -35,7 +35,6 @@ from kraft.raft_shell.driver import RaftClient
 from kraft.security.server_security import authorize_admin
 from kraft.server.api_spec import routes_from_spec
 from kraft.server.http_codec import read_body, reply
-from kraft.server.routes import not_controller
 
 DEFAULT_TIMEOUT_MS = 30_000
 MAX_TIMEOUT_MS = 300_000

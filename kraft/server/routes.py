@@ -329,15 +329,3 @@ def _read_handlers(service: ControllerBackend) -> dict[str, Handler]:
         "healthz": healthz,
         "openapi": get_openapi,
     }
-
-
-def not_controller(leader_id: int | None, leader_url: str | None) -> ApiError:
-    extra: dict[str, Any] = {}
-    if leader_id is not None:
-        extra["leader_id"] = leader_id
-    if leader_url is not None:
-        extra["leader_url"] = leader_url
-    where = (
-        f"; the active controller is {leader_id} at {leader_url}" if leader_id is not None else ""
-    )
-    return ApiError("NOT_CONTROLLER", f"this node is not the active controller{where}", **extra)

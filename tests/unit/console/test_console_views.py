@@ -73,3 +73,37 @@ def test_the_feed_keeps_state_changes_below_the_high_watermark_with_their_offset
     assert first_offset(12, 14, 0) == 13
     assert first_offset(-1, 10_000, 0) == 10_000 - FIRST_WINDOW
     assert first_offset(-1, 100, 50) == 50
+
+
+def test_a_move_is_reassigning_until_an_original_replica_leaves_the_isr() -> None:
+    """Replicas still being added are not owed to the ISR (Kafka's under-replicated
+    count): every move read as under_replicated, and no partition as reassigning."""
+    img = MetadataImage()
+    for off, r in enumerate(
+        [RegisterBrokerRecord(b, f"inc-{b}", 10 + b, fenced=False) for b in (1, 2, 4)]
+        + [
+            TopicRecord("m", "mid"),
+            PartitionRecord("mid", 0, (1, 2, 4), (1, 2), adding_replicas=(4,), leader=1),
+            PartitionRecord("mid", 1, (1, 2, 4), (1,), adding_replicas=(4,), leader=1),
+            PartitionRecord("mid", 2, (1, 2), (1, 2), removing_replicas=(2,), leader=1),
+        ]
+    ):
+        img.replay(r, off)
+    view = cluster_view(img, summarize(img), {}, lambda b: None, limit=10)
+    status = {p["partition_id"]: p["status"] for p in view["partitions"]["rows"]}
+    assert status == {0: "reassigning", 1: "under_replicated", 2: "reassigning"}
+    assert view["partitions"]["counts"]["reassigning"] == 2
+
+
+def test_topic_rows_are_read_live_between_two_summaries() -> None:
+    """The summary (its counts and order) is at most 2 s old; a topic deleted since
+    was still listed, with its Delete button, and a new one missing."""
+    from metadata_log.records import RemoveTopicRecord
+
+    img = _image()
+    summary = summarize(img)
+    img.replay(TopicRecord("new", "nid"), 100)
+    img.replay(PartitionRecord("nid", 0, (1,), (1,), leader=1), 101)
+    img.replay(RemoveTopicRecord("tid"), 102)
+    rows = cluster_view(img, summary, {}, lambda b: None, limit=10)["topics"]["rows"]
+    assert [(t["name"], t["partitions"]) for t in rows] == [("new", 1)]

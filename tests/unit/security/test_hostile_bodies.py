@@ -194,3 +194,31 @@ async def test_remove_voter_reads_its_body(node) -> None:
             {"node_id": -7, "directory_id": "abc", "url": "http://127.0.0.1:1"},
         )
         _invalid(status, reply, "node id -7 must be in 0..2147483647")
+
+
+async def test_a_write_from_another_site_s_page_is_refused(node) -> None:
+    """CSRF: a text/plain POST needs no preflight, so a page of another site could
+    make a browser that holds the console's credential create a topic. A write with
+    another origin is now 403; the console's own origin, and no Origin (CLI, agents,
+    curl), go through; reads are not affected."""
+    body = b'{"name": "csrf", "partitions": 1, "replication_factor": 1}'
+    host = node.url.removeprefix("http://")
+    async with aiohttp.ClientSession() as s:
+        # the node has no broker: a write that gets through is judged by the
+        # controller (INVALID_REPLICATION_FACTOR), a refused one never reaches it
+        for origin, want in (
+            ("https://evil.example", "UNAUTHORIZED"),
+            (f"http://{host}", "INVALID_REPLICATION_FACTOR"),
+            (None, "INVALID_REPLICATION_FACTOR"),
+        ):
+            headers = {"Content-Type": "text/plain"}
+            if origin is not None:
+                headers["Origin"] = origin
+            async with s.post(node.url + "/v1/topics", data=body, headers=headers) as r:
+                reply = await r.json(content_type=None)
+                assert reply["error_code"] == want, (origin, r.status, reply)
+            if want == "UNAUTHORIZED":
+                assert r.status == 403
+                assert "another origin (https://evil.example)" in reply["message"], reply
+        async with s.get(node.url + "/v1/topics", headers={"Origin": "https://evil.example"}) as r:
+            assert r.status == 200

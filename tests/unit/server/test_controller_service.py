@@ -366,6 +366,8 @@ async def test_lost_leadership_reverts_and_fails_waiters() -> None:
         assert e.value.code == "NOT_CONTROLLER"
         assert e.value.to_body()["leader_id"] == 2
         assert e.value.to_body()["leader_url"] == "http://127.0.0.1:9002"
+        # in the message too: the console shows the message (it left the URL out)
+        assert e.value.message.endswith("the active controller is 2 at http://127.0.0.1:9002")
         assert h.c.image.to_dict() == before and not h.c.active
         with pytest.raises(ApiError) as e:
             await svc.write("noop", lambda c, now, off: c.noop())

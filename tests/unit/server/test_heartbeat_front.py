@@ -15,12 +15,12 @@ import msgpack
 import pytest
 from aiohttp import web
 
-from kraft.controller.errors import ApiError
+from kraft.controller.errors import ApiError, not_controller
 from kraft.local.cluster import free_ports
 from kraft.server.heartbeat_front import HeartbeatFronts
 from kraft.server.http_codec import error_middleware
 from kraft.server.limits import GuardedSite, body_middleware
-from kraft.server.routes import build_routes, not_controller
+from kraft.server.routes import build_routes
 
 pytestmark = pytest.mark.timeout(30)
 
