@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metadata_log.batch import (
+    HEADER,
+    HEADER_SIZE,
     BatchHeader,
     RecordBatch,
     decode_records,
@@ -35,7 +37,12 @@ from metadata_log.batch import (
     verify_records,
 )
 from metadata_log.checkpoints import fsync_dir
-from metadata_log.errors import CorruptBatchError, IncompleteBatchError, RecordDecodeError
+from metadata_log.errors import (
+    CorruptBatchError,
+    IncompleteBatchError,
+    MetadataLogError,
+    RecordDecodeError,
+)
 from metadata_log.records import (
     KRaftVersionRecord,
     MetadataRecord,
@@ -293,23 +300,45 @@ class Snapshot:
         return snapshot_voters(self._data)
 
 
-def snapshot_voters(data: bytes | memoryview) -> VotersRecord | None:
-    """The VotersRecord of a snapshot's first control batch, if it has one.
-
-    Only the first batch is decoded (a snapshot's head may be all that is read).
-    """
+def _head_records(data: bytes | memoryview, path: str = "<snapshot>") -> list[Record]:
+    """The records of a snapshot's first batch when it is a whole control batch, else
+    none. Only that batch is decoded (a snapshot's head may be all that is read)."""
     if len(data) == 0:
-        return None
+        return []
     try:
-        h = parse_header(data, 0, "<snapshot>", 0)
+        h = parse_header(data, 0, path, 0)
     except IncompleteBatchError:
-        return None
+        return []
     if not h.control or len(data) < h.length:
-        return None
-    for r in decode_records(data, 0, h, "<snapshot>"):
+        return []
+    return list(decode_records(data, 0, h, path))
+
+
+def snapshot_voters(data: bytes | memoryview) -> VotersRecord | None:
+    """The VotersRecord of a snapshot's first control batch, if it has one."""
+    for r in _head_records(data):
         if isinstance(r, VotersRecord):
             return r
     return None
+
+
+def snapshot_log_time(path: str | Path) -> int | None:
+    """A snapshot file's SnapshotHeader.last_contained_log_time, from its first batch
+    only (checksums verified); None when the file is missing or that batch is not
+    a whole, valid one."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(HEADER_SIZE)
+            if len(data) < HEADER_SIZE:
+                return None
+            data += f.read(max(0, HEADER.unpack_from(data, 0)[1] - HEADER_SIZE))
+        h = parse_header(data, 0, str(path), 0)
+        verify_records(data, 0, h, str(path))
+        head = _head_records(data, str(path))
+    except (OSError, MetadataLogError):
+        return None
+    first = head[0] if head else None
+    return first.last_contained_log_time if isinstance(first, SnapshotHeader) else None
 
 
 def read_snapshot(path: str | Path) -> Snapshot:

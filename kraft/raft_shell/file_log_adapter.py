@@ -50,26 +50,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from metadata_log.batch import (
-    HEADER,
-    HEADER_SIZE,
     BatchHeader,
-    decode_records,
-    parse_header,
-    verify_records,
 )
 from metadata_log.checkpoints import fsync_dir
-from metadata_log.errors import LogFatalError, MetadataLogError
+from metadata_log.errors import LogFatalError
 from metadata_log.file_log import (
     CheckpointWrite,
     FileLog,
     segment_file_name,
     write_checkpoint_files,
 )
-from metadata_log.records import SnapshotHeader
 from metadata_log.snapshot import (
     SnapshotId,
     delete_snapshots_before,
     list_snapshots,
+    snapshot_log_time,
     snapshot_path,
     write_snapshot_bytes,
 )
@@ -212,25 +207,6 @@ def _first_segment_kept(
     while first < len(segments) - 1 and segments[first][1] <= log_start.end_offset:
         first += 1
     return first
-
-
-def snapshot_log_time(path: Path) -> int | None:
-    """A snapshot file's SnapshotHeader.last_contained_log_time (only its first batch
-    is read); None when the file is missing or its first batch is unreadable."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(HEADER_SIZE)
-            if len(data) < HEADER_SIZE:
-                return None
-            length = HEADER.unpack_from(data, 0)[1]
-            data += f.read(max(0, length - HEADER_SIZE))
-        header = parse_header(data, 0, str(path), 0)
-        verify_records(data, 0, header, str(path))
-        records = decode_records(data, 0, header, str(path))
-    except (OSError, MetadataLogError):
-        return None
-    first = records[0] if records else None
-    return first.last_contained_log_time if isinstance(first, SnapshotHeader) else None
 
 
 class FileReplicatedLog:
