@@ -31,7 +31,7 @@ from aiohttp import web
 
 from kraft.console.feed import MAX_BYTES, changes_since, first_offset
 from kraft.console.view import DEFAULT_LIMIT, MAX_LIMIT, ClusterSummary, cluster_view, summarize
-from kraft.controller.errors import ApiError
+from kraft.controller.requests import parse_int
 from kraft.server.http_codec import reply
 from metadata_log.image import MetadataImage
 
@@ -90,15 +90,7 @@ def _serve(request: web.Request, f: StaticFile) -> web.Response:
 
 def _int_query(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
     raw = request.query.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError("INVALID_REQUEST", f"query parameter {name} must be an integer") from None
-    if not lo <= value <= hi:
-        raise ApiError("INVALID_REQUEST", f"query parameter {name} must be in [{lo}, {hi}]")
-    return value
+    return default if raw is None else parse_int(raw, f"query parameter {name}", lo, hi)
 
 
 def build_console_routes(source: ConsoleSource) -> list[web.RouteDef]:

@@ -6,6 +6,7 @@ range is an INVALID_REQUEST whose message names the field. Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -391,8 +392,16 @@ def parse_reassignment_plan(body: Any) -> AlterPartitionReassignmentsRequest:
     return AlterPartitionReassignmentsRequest(tuple(out))
 
 
-def parse_int(text: str, name: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ApiError("INVALID_REQUEST", f"{name} must be an integer, got {text!r}") from None
+# An integer in a path or a query string: ASCII decimal digits, as Kafka's
+# tools read one (Python's int() also takes " 5", "1_000" and other scripts'
+# digits, and any length).
+_DECIMAL_TEXT = re.compile(r"[+-]?[0-9]{1,19}")
+
+
+def parse_int(text: str, name: str, lo: int = -INT64_MAX - 1, hi: int = INT64_MAX) -> int:
+    if _DECIMAL_TEXT.fullmatch(text) is None:
+        raise ApiError("INVALID_REQUEST", f"{name} must be an integer, got {text[:40]!r}")
+    value = int(text)
+    if not lo <= value <= hi:
+        raise ApiError("INVALID_REQUEST", f"{name} must be in [{lo}, {hi}], got {value}")
+    return value

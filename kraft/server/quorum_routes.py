@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from kraft.controller.errors import ApiError, not_controller
-from kraft.controller.requests import INT32_MAX
+from kraft.controller.requests import INT32_MAX, parse_int
 from kraft.raft.errors import (
     CONCURRENT_VOTER_CHANGE,
     DUPLICATE_VOTER,
@@ -174,10 +174,7 @@ def build_quorum_routes(
 
     async def remove_voter(request: web.Request) -> web.Response:
         authorize_admin(request, "change the controller quorum")
-        try:
-            node_id = _node_id(int(request.match_info["id"]))
-        except ValueError:
-            raise ApiError("INVALID_REQUEST", "the voter id must be an integer") from None
+        node_id = _node_id(parse_int(request.match_info["id"], "the voter id"))
         body: Any = {}
         if request.body_exists:
             body = await read_body(request)
@@ -191,10 +188,7 @@ def build_quorum_routes(
             )
         timeout_raw = request.query.get("timeout_ms", body.get("timeout_ms"))
         if isinstance(timeout_raw, str):
-            try:
-                timeout_raw = int(timeout_raw)
-            except ValueError:
-                raise ApiError("INVALID_REQUEST", "timeout_ms must be an integer") from None
+            timeout_raw = parse_int(timeout_raw, "timeout_ms")
         timeout_s = _timeout_s(timeout_raw)
         leader_or_hint()
         try:

@@ -46,6 +46,13 @@ async def test_the_page_its_files_and_views_are_served_from_the_package(tmp_path
             assert view["active"] is True and view["brokers"]["total"] == 0
             async with s.get(node.url + "/ui/api/cluster?limit=0") as r:
                 assert r.status == 400 and "limit" in (await r.json())["message"]
+            # Python's int() would take these: the API does not
+            for bad in ("limit=1_000", "limit=%205", "limit=%D9%A5"):
+                async with s.get(node.url + f"/ui/api/cluster?{bad}") as r:
+                    assert r.status == 400, bad
+                    assert "limit must be an integer" in (await r.json())["message"]
+            async with s.get(node.url + "/ui/api/changes?after=1_0") as r:
+                assert r.status == 400 and "after" in (await r.json())["message"]
             async with s.get(node.url + "/ui/api/changes") as r:
                 feed = await r.json()
             assert feed["next_after"] == feed["high_watermark"] - 1

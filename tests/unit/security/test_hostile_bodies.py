@@ -194,6 +194,15 @@ async def test_remove_voter_reads_its_body(node) -> None:
             {"node_id": -7, "directory_id": "abc", "url": "http://127.0.0.1:1"},
         )
         _invalid(status, reply, "node id -7 must be in 0..2147483647")
+        # path and query integers are decimal digits (int() would take "9_0")
+        status, reply = await call(
+            s, "DELETE", node.url + "/v1/quorum/voters/9_0", {"directory_id": "abc"}
+        )
+        _invalid(status, reply, "the voter id must be an integer")
+        status, reply = await call(
+            s, "DELETE", node.url + "/v1/quorum/voters/9?directory_id=abc&timeout_ms=%201"
+        )
+        _invalid(status, reply, "timeout_ms must be an integer")
 
 
 async def test_a_write_from_another_site_s_page_is_refused(node) -> None:
