@@ -388,15 +388,18 @@ class HeartbeatFront(asyncio.Protocol):
             return
         idle_s = self._fronts.idle_timeout_s
         if self._pending is None and self._loop.time() - self._last_reply >= idle_s:
-            if self._buf.find(b"\r\n\r\n") >= 0:
-                # a head whose body never came: 408, as kraft.server.limits' body bound
+            end = self._buf.find(b"\r\n\r\n")
+            if end >= 0:
+                # a head whose body never came: 408, as kraft.server.limits' body
+                # bound, in the body format the head asked for
+                head = self._heartbeat_head(bytes(self._buf[:end]))
                 self._reply(
                     {
                         "error_code": "REQUEST_TIMED_OUT",
                         "message": f"the request body did not arrive within {idle_s:g} s",
                     },
                     408,
-                    False,
+                    head is not None and wants_msgpack(head[2], head[1]),
                 )
             self._transport.close()
             return

@@ -26,7 +26,6 @@ import contextlib
 import dataclasses
 import ipaddress
 import itertools
-import json
 import logging
 import resource
 import socket
@@ -597,7 +596,7 @@ __all__ = [
 def body_middleware(read_timeout_s: float) -> Any:
     """Read every body up front: at most max.request.bytes (413), within the idle
     bound (408 and close). Handlers then read the cached body."""
-    from kraft.server.http_codec import too_large
+    from kraft.server.http_codec import reply, too_large
 
     @web.middleware
     async def read_body_first(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -618,15 +617,13 @@ def body_middleware(read_timeout_s: float) -> Any:
                     request.transport.close()
                 return web.Response(status=400)
             except TimeoutError:
-                resp = web.Response(
-                    status=408,
-                    text=json.dumps(
-                        {
-                            "error_code": "REQUEST_TIMED_OUT",
-                            "message": f"the request body did not arrive within {read_timeout_s:g} s",
-                        }
-                    ),
-                    content_type="application/json",
+                resp = reply(
+                    request,
+                    {
+                        "error_code": "REQUEST_TIMED_OUT",
+                        "message": f"the request body did not arrive within {read_timeout_s:g} s",
+                    },
+                    408,
                 )
                 # Answer, then close at once: aiohttp would otherwise linger reading
                 # the rest of a body that is not coming.

@@ -132,6 +132,23 @@ async def test_stalled_and_idle_clients_are_disconnected_and_others_served(node)
         assert st == 200
 
 
+async def test_a_stalled_msgpack_body_gets_its_408_in_msgpack(node) -> None:
+    """The 408 of a body that never came was JSON whatever the client spoke."""
+    host, port = node.listen
+    for path in (b"/v1/brokers/heartbeat", b"/v1/topics"):  # the front, then aiohttp
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(
+            b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/msgpack\r\n"
+            b"Content-Length: 100\r\n\r\n\x82"
+        )
+        tail = await _closed_by_server(reader, 5)
+        writer.close()
+        head, _, body = tail.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408"), (path, tail)
+        assert b"Content-Type: application/msgpack" in head, (path, head)
+        assert msgpack.unpackb(body)["error_code"] == "REQUEST_TIMED_OUT", path
+
+
 HALF_HEAD = b"POST /v1/brokers/heartbeat HTTP/1.1\r\nHost: x\r\nContent-Le"
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 
