@@ -100,11 +100,21 @@ def changes_since(
     high_watermark: int,
     topic_name: Callable[[str], str],
     limit: int = MAX_CHANGES,
+    created: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The changes in `data` (whole batches read from `start`) below the high
-    watermark: `{changes: [{offset, append_time_ms, kind, text}], next_after}`."""
+    watermark: `{changes: [{offset, append_time_ms, kind, text}], next_after}`.
+
+    `created` (topic id -> name) gets the TopicRecords read, and names a topic
+    before `topic_name` does: a deleted topic is no longer in the image."""
     changes: list[dict[str, Any]] = []
     last = start - 1
+    if created is None:
+        created = {}
+
+    def name(topic_id: str) -> str:
+        return created.get(topic_id) or topic_name(topic_id)
+
     for batch in decode_batches(data, "<log>") if data else ():
         for i, rec in enumerate(batch.records):
             offset = batch.base_offset + i
@@ -115,7 +125,9 @@ def changes_since(
             last = offset
             if batch.control:
                 continue
-            d = describe_change(rec, topic_name)
+            if type(rec) is TopicRecord:
+                created[rec.topic_id] = rec.name
+            d = describe_change(rec, name)
             if d is not None:
                 changes.append(
                     {

@@ -88,6 +88,9 @@ def _serve(request: web.Request, f: StaticFile) -> web.Response:
     return web.Response(body=f.body, content_type=f.content_type, charset=charset, headers=headers)
 
 
+MAX_NAMES_SEEN = 200_000  # topic names the feed remembers (a few MB)
+
+
 def _int_query(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
     raw = request.query.get(name)
     return default if raw is None else parse_int(raw, f"query parameter {name}", lo, hi)
@@ -97,6 +100,9 @@ def build_console_routes(source: ConsoleSource) -> list[web.RouteDef]:
     files = load_static()
     index = files["index.html"]
     cached: list[Any] = [None, 0.0]  # [ClusterSummary, monotonic time it was made]
+    # Names of the topics each summary and the feed saw (bounded): the feed
+    # still names a topic deleted since, which the image no longer has.
+    names_seen: dict[str, str] = {}
 
     async def page(request: web.Request) -> web.Response:
         return _serve(request, index)
@@ -129,6 +135,9 @@ def build_console_routes(source: ConsoleSource) -> list[web.RouteDef]:
         if s is None or (s.offset != image.offset and now - made >= SUMMARY_MAX_AGE_S):
             s = summarize(image)
             cached[0], cached[1] = s, now
+            if len(names_seen) + len(image.topics) > MAX_NAMES_SEEN:
+                names_seen.clear()
+            names_seen.update((tid, t.name) for tid, t in image.topics.items())
         return s
 
     async def cluster(request: web.Request) -> web.Response:
@@ -148,6 +157,7 @@ def build_console_routes(source: ConsoleSource) -> list[web.RouteDef]:
     async def changes(request: web.Request) -> web.Response:
         after = _int_query(request, "after", -1, -1, 2**63 - 1)
         image = await source.read_image(True)
+        _summary(image)  # the names of the topics it has (cached)
         _, hw, log_start = source.read_committed_log(0, 0)
         start = first_offset(after, hw, log_start)
         data = b""
@@ -158,7 +168,9 @@ def build_console_routes(source: ConsoleSource) -> list[web.RouteDef]:
             t = image.topics.get(topic_id)
             return topic_id if t is None else t.name
 
-        return reply(request, changes_since(data, start, hw, topic_name))
+        if len(names_seen) > MAX_NAMES_SEEN:
+            names_seen.clear()
+        return reply(request, changes_since(data, start, hw, topic_name, created=names_seen))
 
     return [
         web.get("/ui", page),

@@ -14,6 +14,7 @@ from metadata_log.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveTopicRecord,
     TopicRecord,
 )
 
@@ -98,8 +99,6 @@ def test_a_move_is_reassigning_until_an_original_replica_leaves_the_isr() -> Non
 def test_topic_rows_are_read_live_between_two_summaries() -> None:
     """The summary (its counts and order) is at most 2 s old; a topic deleted since
     was still listed, with its Delete button, and a new one missing."""
-    from metadata_log.records import RemoveTopicRecord
-
     img = _image()
     summary = summarize(img)
     img.replay(TopicRecord("new", "nid"), 100)
@@ -107,3 +106,27 @@ def test_topic_rows_are_read_live_between_two_summaries() -> None:
     img.replay(RemoveTopicRecord("tid"), 102)
     rows = cluster_view(img, summary, {}, lambda b: None, limit=10)["topics"]["rows"]
     assert [(t["name"], t["partitions"]) for t in rows] == [("new", 1)]
+
+
+def test_the_feed_names_a_deleted_topic_it_read_the_creation_of() -> None:
+    """The image of the poll no longer has a deleted topic: the feed takes its
+    name from its TopicRecord when it read it, else from the caller (the route
+    remembers the names its summaries saw), and only then shows the id."""
+    data = encode_batch(
+        20, 1, 1_000, [TopicRecord("payments", "pid"), RemoveTopicRecord("pid")]
+    ) + encode_batch(22, 1, 2_000, [RemoveTopicRecord("old")])
+    out = changes_since(data, 20, 23, lambda tid: {"old": "orders"}.get(tid, tid))
+    assert [c["text"] for c in out["changes"]] == [
+        "topic payments created",
+        "topic payments deleted",
+        "topic orders deleted",
+    ]
+    assert changes_since(data, 22, 23, lambda tid: tid)["changes"][0]["text"] == (
+        "topic old deleted"
+    )
+    # a tab's polls read on from their last offset: the names read before hold
+    seen: dict[str, str] = {}
+    first = changes_since(data, 20, 21, lambda tid: tid, created=seen)
+    assert [c["text"] for c in first["changes"]] == ["topic payments created"]
+    later = changes_since(data, first["next_after"] + 1, 23, lambda tid: tid, created=seen)
+    assert [c["text"] for c in later["changes"]] == ["topic payments deleted", "topic old deleted"]

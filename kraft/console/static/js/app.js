@@ -4,7 +4,7 @@
 
 import { getJSON, getText } from "./api.js";
 import { el } from "./dom.js";
-import { renderQuorum, quorumWarning } from "./quorum.js";
+import { renderQuorum, QuorumWatch } from "./quorum.js";
 import { renderBrokers } from "./brokers.js";
 import { renderPartitions, renderReassignments } from "./topics.js";
 import { addChanges, feedCursor } from "./feed.js";
@@ -17,6 +17,7 @@ let running = false;
 let session = { super_user: false };
 let actions = null;
 let charts = null;
+const quorumWatch = new QuorumWatch();
 
 function banner(text) {
   const b = document.getElementById("error");
@@ -47,7 +48,7 @@ async function poll() {
     addChanges(changes);
     charts.add(metrics, now);
     document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
-    const warning = quorumWarning(quorum, cluster);
+    const warning = quorumWatch.warning(quorum, cluster);
     const bar = document.getElementById("quorum-warning");
     bar.hidden = !warning;
     bar.textContent = warning;

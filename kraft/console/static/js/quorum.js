@@ -44,14 +44,32 @@ export function renderQuorum(q, cluster, now) {
 // there is none: the serving node knows no leader (the quorum lost its
 // majority, or an election is under way). The tables keep showing the serving
 // node's image; the bar says so, and that nothing can be changed meanwhile.
-export function quorumWarning(q, cluster) {
-  if (q.leader_id !== null && q.leader_id !== undefined) return "";
-  const voters = (q.voters || []).length;
-  const majority = Math.floor(voters / 2) + 1;
-  const as = cluster ? ` as of offset ${cluster.offset}` : "";
-  return `No active controller: controller ${q.node_id} is ${q.state} in epoch ${q.leader_epoch} ` +
-    `and knows no leader. Electing one needs ${majority} of the ${voters} voters; until then ` +
-    `nothing can be changed, and this page shows controller ${q.node_id}'s image${as}.`;
+//
+// The warning holds from a poll that finds no leader until the quorum commits
+// again (the high watermark moves past where it stood then; a new leader's
+// first act is to commit its LeaderChange). A survivor of a lost majority goes
+// back to following its last leader after each pre-vote it loses (KIP-996),
+// so "no leader known" alone came and went every other poll.
+export class QuorumWatch {
+  constructor() {
+    this.stuckAt = null; // the high watermark when no leader was known; null: healthy
+  }
+
+  warning(q, cluster) {
+    const known = q.leader_id !== null && q.leader_id !== undefined;
+    if (!known && this.stuckAt === null) this.stuckAt = q.high_watermark;
+    if (known && this.stuckAt !== null && q.high_watermark > this.stuckAt) this.stuckAt = null;
+    if (this.stuckAt === null) return "";
+    const voters = (q.voters || []).length;
+    const majority = Math.floor(voters / 2) + 1;
+    const as = cluster ? ` as of offset ${cluster.offset}` : "";
+    const why = known
+      ? `its last leader, controller ${q.leader_id}, has committed nothing since offset ${this.stuckAt}`
+      : "knows no leader";
+    return `No active controller: controller ${q.node_id} is ${q.state} in epoch ${q.leader_epoch} ` +
+      `and ${why}. Electing one needs ${majority} of the ${voters} voters; until then ` +
+      `nothing can be changed, and this page shows controller ${q.node_id}'s image${as}.`;
+  }
 }
 
 function fetchAge(ts, now) {
