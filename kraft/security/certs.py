@@ -239,6 +239,11 @@ CREDENTIALS = "credentials.properties"
 # `--rotate-ca finish` does not wait for them, so that the rotation ends their
 # certificates instead of renewing them (naming one in --renew re-admits it).
 REVOKED = "revoked.txt"
+# The serial numbers of the certificates --revoke ended, one per line (hex). While
+# there is one, ca.pem also holds a CRL of them from each CA in it, and every node
+# that reloads ca.pem refuses those certificates (kraft.security.tls); a CA
+# rotation carries them over.
+REVOKED_SERIALS = "revoked-serials.txt"
 
 
 class CertsError(ValueError):
@@ -358,6 +363,59 @@ def _set_revoked(out: Path, names: list[str]) -> None:
         (out / REVOKED).unlink(missing_ok=True)
 
 
+def revoked_serials(out: Path) -> list[int]:
+    try:
+        text = (out / REVOKED_SERIALS).read_text()
+    except FileNotFoundError:
+        return []
+    try:
+        return sorted({int(ln, 16) for ln in text.split()})
+    except ValueError:
+        raise CertsError(f"{out / REVOKED_SERIALS}: not a list of hex serial numbers") from None
+
+
+def _crl(ca_cert: Any, ca_key: Any, serials: list[int]) -> bytes:
+    """The CA's CRL of `serials`, valid as long as the CA (OpenSSL refuses every
+    certificate of a CA whose CRL has passed its next update)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+
+    now = _now()
+    b = (
+        x509.CertificateRevocationListBuilder()
+        .issuer_name(ca_cert.subject)
+        .last_update(now - datetime.timedelta(minutes=5))
+        .next_update(max(ca_cert.not_valid_after_utc, now + datetime.timedelta(days=1)))
+    )
+    for serial in serials:
+        b = b.add_revoked_certificate(
+            x509.RevokedCertificateBuilder().serial_number(serial).revocation_date(now).build()
+        )
+    return b.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+
+
+def _write_truststore(out: Path, cas: list[Any], keys: list[Any]) -> None:
+    """ca.pem: the CAs, and while a certificate is revoked a CRL from each of
+    them (signed with its key among `keys`): OpenSSL checks a certificate against
+    its issuer's CRL, and wants one from every issuer once any is there."""
+    data = b"".join(_pem(c) for c in cas)
+    serials = revoked_serials(out)
+    if serials:
+        for ca in cas:
+            key = next((k for k in keys if _same_key(ca.public_key(), k.public_key())), None)
+            if key is None:
+                raise CertsError(f"{out / 'ca.pem'}: no key of CA {ca.subject.rfc4514_string()}")
+            data += _crl(ca, key, serials)
+    _write(out / "ca.pem", data, private=False)
+
+
+def _ca_keys(out: Path) -> list[Any]:
+    keys = [_read_key(out / "ca-key.pem")]
+    if (out / CA_NEXT_KEY).exists():
+        keys.append(_read_key(out / CA_NEXT_KEY))
+    return keys
+
+
 def renew(out: Path, names: list[str], new_token: bool = False, days: int = 365) -> list[str]:
     """A new key and certificate for each principal (`all`: every one in `out` but the
     revoked ones), signed by the current CA with the same CN and SANs; with
@@ -399,6 +457,11 @@ def revoke(out: Path, name: str) -> None:
         )
     _set_credential(out, name, None)
     _set_revoked(out, sorted({*revoked(out), name}))
+    cert_file = out / f"{name}.pem"
+    if cert_file.exists():
+        serials = {*revoked_serials(out), _read_certs(cert_file)[0].serial_number}
+        _write(out / REVOKED_SERIALS, "".join(f"{n:x}\n" for n in sorted(serials)).encode(), False)
+        _write_truststore(out, _read_certs(out / "ca.pem"), _ca_keys(out))
 
 
 def super_users(out: Path) -> set[str]:
@@ -419,7 +482,7 @@ def rotate_ca_start(out: Path, days: int = 365) -> None:
     cert, key = make_ca(days)
     _write(out / CA_NEXT_KEY, _key_pem(key), private=True)
     _write(out / CA_NEXT, _pem(cert), private=False)
-    _write(out / "ca.pem", b"".join(_pem(c) for c in old) + _pem(cert), private=False)
+    _write_truststore(out, [*old, cert], _ca_keys(out))
 
 
 def rotate_ca_finish(out: Path) -> None:
@@ -443,7 +506,7 @@ def rotate_ca_finish(out: Path) -> None:
         raise CertsError(
             f"still issued by the old CA: {stale}; run --renew all (and let the nodes reload) first"
         )
-    _write(out / "ca.pem", _pem(ca_cert), private=False)
+    _write_truststore(out, [ca_cert], [ca_key])
     _write(out / "ca-key.pem", _key_pem(ca_key), private=True)
     (out / CA_NEXT).unlink()
     (out / CA_NEXT_KEY).unlink()
@@ -506,7 +569,10 @@ def register(sub: Any) -> None:
         "credentials.properties until --drop-old-tokens)",
     )
     rot.add_argument(
-        "--revoke", metavar="NAME", help="remove NAME's token hash from credentials.properties"
+        "--revoke",
+        metavar="NAME",
+        help="remove NAME's token hash from credentials.properties and revoke its "
+        "certificate (a CRL in ca.pem)",
     )
     rot.add_argument(
         "--drop-old-tokens",
@@ -543,9 +609,9 @@ def _run_rotation(args: argparse.Namespace) -> int:
         if args.revoke:
             revoke(out, args.revoke)
             print(
-                f"revoked {args.revoke}'s token in {out.resolve() / CREDENTIALS}; its "
-                "certificate stays valid until a CA rotation (--rotate-ca start, "
-                "--renew all, which passes it over, --rotate-ca finish) ends it"
+                f"revoked {args.revoke}'s token in {out.resolve() / CREDENTIALS} and its "
+                f"certificate (a CRL in {out.resolve() / 'ca.pem'}): nodes refuse both once "
+                "they reload"
             )
             if args.revoke in super_users(out):
                 # the admin routes (topics, elections, voter changes) take only

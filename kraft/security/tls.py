@@ -1,7 +1,8 @@
 """TLS contexts for the controller listener and for every client of it.
 
 A node's keystore is one PEM file holding its certificate chain and private key
-(Kafka's `ssl.keystore.type=PEM`); the truststore is the CA's PEM certificate.
+(Kafka's `ssl.keystore.type=PEM`); the truststore is the CA's PEM certificate
+(and, once a certificate is revoked, the CA's CRL).
 The same keystore serves a controller as a server (its listener) and as a client
 (Raft RPCs to its peers, where mTLS names it). `ssl.client.auth` is Kafka's:
 `required` (no certificate, no connection), `requested` (a certificate is
@@ -36,6 +37,16 @@ def _load_ca(ctx: ssl.SSLContext, truststore: str) -> None:
         raise TlsConfigError(
             f"ssl.truststore.location {truststore}: cannot load CA certificates: {e}"
         ) from None
+    _check_crls(ctx)
+
+
+def _check_crls(ctx: ssl.SSLContext) -> None:
+    """A truststore with CRLs in it (`kraft certs --revoke`) turns on the check of
+    each peer certificate against its issuer's CRL: a revoked certificate is
+    refused at the handshake. Without one, nothing is checked (OpenSSL would refuse
+    every certificate whose issuer has no CRL)."""
+    if ctx.cert_store_stats().get("crl", 0):
+        ctx.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
 
 
 def server_context(keystore: str, truststore: str | None, client_auth: str) -> ssl.SSLContext:
@@ -74,6 +85,7 @@ def client_context(truststore: str | None, keystore: str | None = None) -> ssl.S
             raise TlsConfigError(
                 f"ssl.truststore.location {truststore}: cannot load CA certificates: {e}"
             ) from None
+        _check_crls(ctx)
     else:
         ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2

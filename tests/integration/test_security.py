@@ -196,6 +196,9 @@ def test_ca_and_every_certificate_rotated_under_load_with_no_broker_fenced(
         assert status == 401 and out["error_code"] == "UNAUTHORIZED", out
         b6 = client_security(str(certs / "ca.pem"), None, str(certs / "broker-6.token"))
         assert http_json("GET", f"{lead_url}/v1/quorum", None, 5, b6)[0] == 200
+        # and by its certificate alone (mTLS), until the revocation's CRL is loaded
+        b6_cert = client_security(str(certs / "ca.pem"), str(certs / "broker-6.pem"), None)
+        assert http_json("GET", f"{lead_url}/v1/quorum", None, 5, b6_cert)[0] == 200
         done = _cli("certs", "--out", str(certs), "--revoke", "broker-6")
         assert done.returncode == 0, done.stderr
         _sighup(cluster, [1, 2, 3])
@@ -204,6 +207,9 @@ def test_ca_and_every_certificate_rotated_under_load_with_no_broker_fenced(
         )
         status, out = http_json("GET", f"{lead_url}/v1/quorum", None, 5, b6)
         assert status == 401 and out["error_code"] == "UNAUTHORIZED", out
+        b6_cert = client_security(str(certs / "ca.pem"), str(certs / "broker-6.pem"), None)
+        with pytest.raises(OSError):  # refused at the handshake: its serial is in the CRL
+            http_json("GET", f"{lead_url}/v1/quorum", None, 5, b6_cert)
         assert unfenced()
     finally:
         codes = cluster.stop_all()
