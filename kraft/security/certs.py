@@ -394,19 +394,21 @@ def _crl(ca_cert: Any, ca_key: Any, serials: list[int]) -> bytes:
     return b.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
 
 
-def _write_truststore(out: Path, cas: list[Any], keys: list[Any]) -> None:
+def _truststore(out: Path, cas: list[Any], keys: list[Any], serials: list[int]) -> bytes:
     """ca.pem: the CAs, and while a certificate is revoked a CRL from each of
     them (signed with its key among `keys`): OpenSSL checks a certificate against
     its issuer's CRL, and wants one from every issuer once any is there."""
     data = b"".join(_pem(c) for c in cas)
-    serials = revoked_serials(out)
-    if serials:
-        for ca in cas:
-            key = next((k for k in keys if _same_key(ca.public_key(), k.public_key())), None)
-            if key is None:
-                raise CertsError(f"{out / 'ca.pem'}: no key of CA {ca.subject.rfc4514_string()}")
-            data += _crl(ca, key, serials)
-    _write(out / "ca.pem", data, private=False)
+    for ca in cas if serials else ():
+        key = next((k for k in keys if _same_key(ca.public_key(), k.public_key())), None)
+        if key is None:
+            raise CertsError(f"{out / 'ca.pem'}: no key of CA {ca.subject.rfc4514_string()}")
+        data += _crl(ca, key, serials)
+    return data
+
+
+def _write_truststore(out: Path, cas: list[Any], keys: list[Any]) -> None:
+    _write(out / "ca.pem", _truststore(out, cas, keys, revoked_serials(out)), private=False)
 
 
 def _ca_keys(out: Path) -> list[Any]:
@@ -455,13 +457,16 @@ def revoke(out: Path, name: str) -> None:
             f"{out / CREDENTIALS} holds no token of {name!r}: nothing revoked "
             f"(its principals: {', '.join(known) or 'none'})"
         )
-    _set_credential(out, name, None)
-    _set_revoked(out, sorted({*revoked(out), name}))
     cert_file = out / f"{name}.pem"
     if cert_file.exists():
-        serials = {*revoked_serials(out), _read_certs(cert_file)[0].serial_number}
-        _write(out / REVOKED_SERIALS, "".join(f"{n:x}\n" for n in sorted(serials)).encode(), False)
-        _write_truststore(out, _read_certs(out / "ca.pem"), _ca_keys(out))
+        # everything read and signed before anything is written: a missing CA key
+        # leaves the directory as it was
+        serials = sorted({*revoked_serials(out), _read_certs(cert_file)[0].serial_number})
+        trust = _truststore(out, _read_certs(out / "ca.pem"), _ca_keys(out), serials)
+        _write(out / REVOKED_SERIALS, "".join(f"{n:x}\n" for n in serials).encode(), False)
+        _write(out / "ca.pem", trust, private=False)
+    _set_credential(out, name, None)
+    _set_revoked(out, sorted({*revoked(out), name}))
 
 
 def super_users(out: Path) -> set[str]:

@@ -190,6 +190,24 @@ def test_certs_revokes_a_known_principal(
     assert stored.matches(secret)
 
 
+def test_a_revocation_that_cannot_sign_its_crl_changes_nothing(
+    certs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--revoke writes a CRL signed by the CA's key: without the key it stops
+    with one line naming the file, before the token is removed."""
+    import shutil
+
+    from kraft.cli import main
+
+    own = shutil.copytree(certs, tmp_path / "certs")
+    (own / "ca-key.pem").unlink()
+    before = {p.name: p.read_bytes() for p in own.iterdir() if p.is_file()}
+    assert main(["certs", "--out", str(own), "--revoke", "broker-4"]) == 1
+    err = capsys.readouterr().err
+    assert "ca-key.pem" in err and err.count("\n") == 1, err
+    assert {p.name: p.read_bytes() for p in own.iterdir() if p.is_file()} == before
+
+
 def test_a_ca_rotation_does_not_re_admit_a_revoked_principal(
     certs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
