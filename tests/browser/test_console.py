@@ -187,23 +187,22 @@ def test_a_topic_created_from_the_page_appears_in_kraft_topics_describe(
     assert "from-the-page" in page.text("#confirm-text")
     d.find_element(By.ID, "confirm-ok").click()
     wait(lambda: "created" in page.text("#action-result"), 15, "the create reply")
-    boot = ",".join(cluster.controller_urls)
-    out = subprocess.run(
-        [sys.executable, "-m", "kraft.cli", "topics", "describe", "--topic", "from-the-page",
-         "--bootstrap", boot],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    assert "from-the-page" in out.stdout
-    assert out.stdout.count("Partition:") == 3, out.stdout
+
+    def topics(command: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "kraft.cli", "topics", command, "--topic", "from-the-page",
+             "--bootstrap", ",".join(cluster.controller_urls)],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    described = topics("describe")
+    assert "from-the-page" in described
+    assert described.count("Partition:") == 3, described
     wait(lambda: "topic from-the-page created" in page.text("#feed"), 5, "the topic in the feed")
     # deleted, it is gone from the image the feed's poll reads: still named
-    out = subprocess.run(
-        [sys.executable, "-m", "kraft.cli", "topics", "delete", "--topic", "from-the-page",
-         "--bootstrap", boot],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
+    topics("delete")
     wait(lambda: "topic from-the-page deleted" in page.text("#feed"), 5, "the deletion in the feed")
 
 
