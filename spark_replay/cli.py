@@ -50,7 +50,10 @@ TABLES = ("broker_history", "partition_history", "leader_elections", "offline_pa
 # traceback is embedded in a long JVM message).
 _TASK_ERROR = re.compile(
     r"(?:[\w.]+\.)?(CorruptBatchError|IncompleteBatchError|RecordDecodeError|MetadataLogError"
-    r"|HistoryError|MetadataReplayError): ([^\n]+)"
+    r"|HistoryError|MetadataReplayError"
+    # a log file a task could not read (permissions, a directory named *.log, ...)
+    r"|PermissionError|IsADirectoryError|NotADirectoryError|FileNotFoundError|OSError"
+    r"): ([^\n]+)"
 )
 
 
@@ -126,6 +129,8 @@ def user_message(exc: BaseException) -> str | None:
     """The log error inside a (Spark) exception, if it is one of ours."""
     if isinstance(exc, MetadataLogError):
         return str(exc)
+    if isinstance(exc, OSError):
+        return f"cannot read {exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc)
     m = _TASK_ERROR.search(str(exc))
     if m:
         return m.group(2).strip()
@@ -159,9 +164,11 @@ def run_job(
     `fmt` is the log's format: "auto" (by the first batch's magic byte), "kraft"
     (this project's) or "kafka" (Apache Kafka's, read-only through metadata_log.kafka).
 
-    All or nothing: the outputs of an earlier run in `out` are removed first, and
-    if this run fails, whatever it wrote is removed too, so `out` never holds a
-    partial (or mixed) history.
+    All or nothing: the run writes into OUT/_staging, and only once it succeeded
+    do its outputs replace those of an earlier run (each a rename in OUT); if it
+    fails, OUT is as it was. So OUT never holds a partial (or mixed) history, and
+    a failed rerun does not cost the last good one. Other files in OUT are left
+    alone.
     """
     out = Path(out)
     from spark_replay.datasource import list_log_files
@@ -169,12 +176,18 @@ def run_job(
     files = list_log_files(log_dir, fmt=fmt)  # a clear error before Spark does anything
     source = log_source(log_dir, files[0].fmt)
     out.mkdir(parents=True, exist_ok=True)
-    clear_outputs(out)
+    stage = out / STAGING
+    _remove(stage)  # a run killed before it could clean up
+    stage.mkdir()
     try:
-        return _run(spark, files, out, as_of_offset, as_of_time_ms, report, source)
-    except BaseException:
-        clear_outputs(out)
-        raise
+        result = _run(spark, files, stage, as_of_offset, as_of_time_ms, report, source)
+        for name in OUTPUTS:
+            _remove(out / name)  # an output this run did not make (state_as_of) goes too
+            if (stage / name).exists():
+                (stage / name).rename(out / name)
+        return result
+    finally:
+        _remove(stage)
 
 
 def log_source(log_dir: str | Path, fmt: str) -> dict[str, Any]:
@@ -210,16 +223,14 @@ def metadata_version(records: Any) -> int | None:
 
 
 OUTPUTS = ("records", *TABLES, "state_as_of", "_work", "summary.json", "report.html")
+STAGING = "_staging"  # a run's outputs until it succeeded
 
 
-def clear_outputs(out: Path) -> None:
-    """Remove what a run writes under `out` (and nothing else)."""
-    for name in OUTPUTS:
-        p = out / name
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    elif p.exists() or p.is_symlink():
+        p.unlink()
 
 
 def _progress(msg: str) -> None:
@@ -384,8 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         check_holds_metadata(list_log_files(log_dir, fmt=args.format))
         check_master(args.master)  # first: a bad --master leaves no OUT behind
         out = usable_out(args.out, log_dir)
-    except (UserError, MetadataLogError) as e:
-        print(f"spark-replay: error: {e}", file=sys.stderr)
+    except (UserError, MetadataLogError, OSError) as e:
+        print(f"spark-replay: error: {user_message(e) or e}", file=sys.stderr)
         return EXIT_USER_ERROR
 
     from spark_replay.session import build_session, cli_master, quiet_task_failures

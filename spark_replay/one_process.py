@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from metadata_log.errors import MetadataLogError
 from spark_replay.tables import TABLE_COLUMNS
@@ -27,10 +28,11 @@ class OneProcessError(ValueError):
     """The log is not one this replay handles (it starts from a snapshot)."""
 
 
-def write_tables(log_dir: str | Path, out: str | Path, fmt: str = "auto") -> int:
+def write_tables(log_dir: str | Path, out: str | Path, fmt: str = "auto", warn: Any = None) -> int:
     """log -> OUT/records and the four history tables; returns the record count.
 
-    OUT's table directories must not exist yet.
+    OUT's table directories must not exist yet. `warn(text)` hears of a log read
+    only in part (a torn tail, an epoch going back), as spark-replay says them.
     """
     from spark_replay.datasource import list_log_files
     from spark_replay.replay_job import SerialRunner, replay_log
@@ -43,6 +45,13 @@ def write_tables(log_dir: str | Path, out: str | Path, fmt: str = "auto") -> int
             "(segments from offset 0), not a history that starts from a snapshot"
         )
     done = replay_log(SerialRunner(), files, out, progress=lambda _m: None)
+    if warn is not None:
+        from spark_replay import history as H
+
+        if done.info.torn_tail:
+            warn(H.torn_tail_text(done.info.torn_tail))
+        if done.info.epoch_back:
+            warn(H.epoch_back_text(done.info.epoch_back))
     return done.info.record_count
 
 
@@ -61,15 +70,24 @@ def main(argv: list[str] | None = None) -> int:
         help="Apache Kafka's log or this project's (auto: by the batches' magic byte)",
     )
     args = ap.parse_args(argv)
+    from spark_replay.cli import UserError, usable_out, user_message
+
     out = Path(args.out)
     existing = [n for n in ("records", *TABLE_COLUMNS) if (out / n).exists()]
     if existing:
         print(f"one_process: {out} already holds {', '.join(existing)}", file=sys.stderr)
         return 2
     try:
-        n = write_tables(args.log_dir, out, args.format)
-    except (MetadataLogError, OneProcessError, OSError) as e:
-        print(f"one_process: {e}", file=sys.stderr)
+        # as spark-replay: never inside a node's data dir (the log is read-only)
+        out = usable_out(out, args.log_dir)
+        n = write_tables(
+            args.log_dir,
+            out,
+            args.format,
+            warn=lambda text: print(f"one_process: warning: {text}", file=sys.stderr),
+        )
+    except (MetadataLogError, OneProcessError, UserError, OSError) as e:
+        print(f"one_process: {user_message(e) or e}", file=sys.stderr)
         return 2
     print(f"one_process: {n} records -> {out}", file=sys.stderr)
     return 0

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from metadata_log.errors import MetadataLogError
-from spark_replay.cli import UserError, check_master, usable_out
+from spark_replay.cli import UserError, check_master, usable_out, user_message
 from spark_replay.whatif.scenario import KNOWN_KEYS, ScenarioError, build_scenarios
 
 EXIT_USER_ERROR = 2
@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 
         facts = read_facts(args.log_dir, scenarios[0].session_timeout_ms)
         check_racks(facts, scenarios)
-    except (ScenarioError, MetadataLogError, UserError) as e:
-        print(f"spark-replay what-if: error: {e}", file=sys.stderr)
+    except (ScenarioError, MetadataLogError, UserError, OSError) as e:
+        print(f"spark-replay what-if: error: {user_message(e) or e}", file=sys.stderr)
         return EXIT_USER_ERROR
 
     from spark_replay.session import build_session, cli_master, quiet_task_failures

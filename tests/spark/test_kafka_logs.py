@@ -262,6 +262,16 @@ def test_a_snapshot_without_its_footer_is_not_a_starting_state(spark: Any, tmp_p
         run_job(spark, cut, tmp_path / "cut-out", report=False)
     assert str(snap) in str(e.value)
     assert not (tmp_path / "cut-out" / "leader_elections").exists()
+    # a failed rerun into the good run's OUT leaves that run (and other files) whole
+    good = tmp_path / "out"
+    (good / "notes.txt").write_text("mine\n")
+    summary = (good / "_work").exists(), sorted(p.name for p in good.iterdir())
+    elections = sorted(p.name for p in (good / "leader_elections").iterdir())
+    with pytest.raises(HistoryError):
+        run_job(spark, cut, good, report=False)
+    assert ((good / "_work").exists(), sorted(p.name for p in good.iterdir())) == summary
+    assert sorted(p.name for p in (good / "leader_elections").iterdir()) == elections
+    assert (good / "notes.txt").read_text() == "mine\n"
 
 
 # A small story with metadata transactions, several segments and failovers.

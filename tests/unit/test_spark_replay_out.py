@@ -214,3 +214,61 @@ def test_a_topic_partitions_folder_or_an_empty_log_exits_2_before_spark(
     (err,) = capsys.readouterr().err.strip().splitlines()
     assert err == (f"spark-replay: error: {empty}: every segment and snapshot is empty: no records")
     assert not (tmp_path / "o").exists() and not (tmp_path / "o2").exists()
+
+
+@BOTH_CLIS
+def test_a_log_file_that_cannot_be_read_exits_2_before_spark(
+    tmp_path: Path,
+    command: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A directory named like a segment (or one that cannot be read) was an
+    IsADirectoryError/PermissionError traceback, exit 1."""
+    from spark_replay.cli import main
+
+    _no_spark(monkeypatch)
+    log = tmp_path / "log" / "__cluster_metadata-0"
+    (log / "00000000000000000000.log").mkdir(parents=True)
+    code = main(
+        [*command[:1], "--log-dir", str(log.parent), "--out", str(tmp_path / "o"), *command[1:]]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].endswith("00000000000000000000.log: Is a directory"), err
+
+
+def test_a_task_s_read_error_is_one_line() -> None:
+    """A log file a Spark task could not read: its Python error, inside Spark's."""
+    from spark_replay.cli import user_message
+
+    wrapped = Exception(
+        "Job aborted ... Traceback (most recent call last):\n  File ...\n"
+        "PermissionError: [Errno 13] Permission denied: '/d/__cluster_metadata-0/1.log'\n"
+    )
+    assert user_message(wrapped) == "[Errno 13] Permission denied: '/d/__cluster_metadata-0/1.log'"
+    assert user_message(OSError(21, "Is a directory", "/d/x.log")) == (
+        "cannot read /d/x.log: Is a directory"
+    )
+
+
+def test_the_one_process_replay_keeps_out_of_the_log_and_says_what_it_did_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It wrote its tables inside a Kafka log's folder (no --out check, unlike
+    spark-replay), and read a torn log's first part in silence."""
+    import shutil
+
+    from spark_replay.one_process import main
+
+    log = shutil.copytree(LOG, tmp_path / "log")
+    inside = log / "__cluster_metadata-0"
+    assert main(["--log-dir", str(log), "--out", str(inside / "t")]) == 2
+    err = capsys.readouterr().err
+    assert "is inside the log's data dir" in err and err.count("\n") == 1, err
+    assert not (inside / "t").exists()
+    segment = min(inside.glob("*.log"))
+    segment.write_bytes(segment.read_bytes() + b"\x00\x00\x00\x00\x00\x00\x00\x07\x00\x00")
+    assert main(["--log-dir", str(log), "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert "one_process: warning: " in err and "ends in an incomplete batch" in err, err
