@@ -25,6 +25,15 @@ header count + headers (zig-zag varints, -1 = null).
 The CRC is computed with the `crc32c` package; gzip with the standard library;
 snappy (Kafka writes xerial's framing), lz4 (frame format) and zstd with
 `cramjam`. A codec whose library is missing is a `KafkaCodecError`, not a crash.
+
+Decompression is bounded: a batch's records may take at most
+MAX_DECOMPRESSED_BYTES once uncompressed, and the codecs write into a buffer of
+that size (a 32 KB zstd batch can otherwise unpack to gigabytes). Every path
+that reads a compressed Kafka batch goes through `records_section`.
+
+A batch is checked as Kafka's LogValidator.validateBatch checks one: at least one
+record, last_offset_delta + 1 == record_count, and the records' offset deltas
+are 0, 1, ... in order (a KRaft log is never compacted, so there is no hole).
 """
 
 from __future__ import annotations
@@ -36,9 +45,16 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import crc32c
+import numpy as np
 
 from metadata_log.batch import MAX_BATCH_BYTES  # one corruption bound for both formats
 from metadata_log.errors import CorruptBatchError, IncompleteBatchError, MetadataLogError
+
+# The most bytes one batch's records may take once decompressed. KRaft's
+# controller writes batches of at most 8 MiB (KafkaRaftClient's
+# MAX_BATCH_SIZE_BYTES), so the stored-batch bound is ample and keeps a
+# decompression bomb's memory to one bound.
+MAX_DECOMPRESSED_BYTES = MAX_BATCH_BYTES
 
 MAGIC = 2
 MAGIC_POSITION = 16
@@ -156,22 +172,38 @@ def parse_header(buf: bytes | memoryview, pos: int, path: str) -> KafkaBatchHead
             pos,
             f"CRC-32C mismatch: stored {h.crc:#010x}, computed {computed:#010x}",
         )
-    if h.record_count < 0 or h.last_offset_delta < 0:
-        raise CorruptBatchError(
-            path,
-            h.base_offset,
-            pos,
-            f"record count {h.record_count}, last delta {h.last_offset_delta}",
-        )
+    check_counts(h, path)
     return h
 
 
+def check_counts(h: KafkaBatchHeader, path: str) -> None:
+    """Kafka's LogValidator.validateBatch: a record count of at least one and an
+    offset range that holds exactly that many records."""
+    if h.record_count < 1 or h.last_offset_delta != h.record_count - 1:
+        raise CorruptBatchError(
+            path,
+            h.base_offset,
+            h.position,
+            f"record count {h.record_count}, last delta {h.last_offset_delta}",
+        )
+
+
+def bad_delta(path: str, h: KafkaBatchHeader, index: int, delta: int) -> CorruptBatchError:
+    """The error for a record whose offset delta is not its place in the batch."""
+    return CorruptBatchError(
+        path,
+        h.base_offset + index,
+        h.position,
+        f"record {index} of the batch has offset delta {delta}, not {index}",
+    )
+
+
 def decompress(codec: int, data: bytes, path: str, h: KafkaBatchHeader) -> bytes:
-    """The records section of a batch, uncompressed."""
+    """The records section of a batch, uncompressed, refused past MAX_DECOMPRESSED_BYTES."""
     if codec == 0:
         return data
     if codec == 1:
-        return zlib.decompress(data, wbits=47)  # gzip or zlib header, auto-detected
+        return _gzip(data, path, h)
     name = CODEC_NAMES.get(codec)
     if name is None:
         raise KafkaCodecError(path, h.base_offset, h.position, f"unknown compression codec {codec}")
@@ -186,24 +218,63 @@ def decompress(codec: int, data: bytes, path: str, h: KafkaBatchHeader) -> bytes
             "(pip install cramjam)",
         ) from None
     if codec == 2:
-        return _snappy(cramjam, data)
-    if codec == 3:
-        return bytes(cramjam.lz4.decompress(data))
-    return bytes(cramjam.zstd.decompress(data))
+        return _snappy(cramjam, data, path, h)
+    into = cramjam.lz4.decompress_into if codec == 3 else cramjam.zstd.decompress_into
+    # Into a buffer one byte over the bound: numpy's empty array is only given
+    # memory as it is written, and a frame that fills it is too big.
+    out = np.empty(MAX_DECOMPRESSED_BYTES + 1, np.uint8)
+    try:
+        n = into(data, out)
+    except cramjam.DecompressionError as e:
+        if "whole buffer" in str(e):  # cramjam: the output did not fit
+            raise _too_big(path, h) from None
+        raise
+    if n > MAX_DECOMPRESSED_BYTES:
+        raise _too_big(path, h)
+    return out[:n].tobytes()
 
 
-def _snappy(cramjam: Any, data: bytes) -> bytes:
+def _too_big(path: str, h: KafkaBatchHeader) -> CorruptBatchError:
+    return CorruptBatchError(
+        path,
+        h.base_offset,
+        h.position,
+        f"the {h.codec} records decompress to more than {MAX_DECOMPRESSED_BYTES} bytes "
+        "(the bound on one batch)",
+    )
+
+
+def _gzip(data: bytes, path: str, h: KafkaBatchHeader) -> bytes:
+    d = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
+    out = d.decompress(data, MAX_DECOMPRESSED_BYTES + 1)
+    if len(out) > MAX_DECOMPRESSED_BYTES:
+        raise _too_big(path, h)
+    if not d.eof:
+        raise zlib.error("incomplete or truncated stream")
+    return out
+
+
+def _snappy(cramjam: Any, data: bytes, path: str, h: KafkaBatchHeader) -> bytes:
     """Kafka's snappy is xerial's stream framing (8-byte magic, 2 ints, then
-    length-prefixed raw blocks); a bare raw block is accepted too."""
+    length-prefixed raw blocks); a bare raw block is accepted too. Each raw
+    block declares its uncompressed length: checked before it is decompressed."""
     if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    pos = 16
+        blocks = [data]
+    else:
+        blocks = []
+        pos = 16
+        while pos < len(data):
+            (n,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            blocks.append(data[pos : pos + n])
+            pos += n
     out = []
-    while pos < len(data):
-        (n,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + n])))
-        pos += n
+    total = 0
+    for block in blocks:
+        total += cramjam.snappy.decompress_raw_len(block)
+        if total > MAX_DECOMPRESSED_BYTES:
+            raise _too_big(path, h)
+        out.append(bytes(cramjam.snappy.decompress_raw(block)))
     return b"".join(out)
 
 
@@ -227,8 +298,14 @@ def records_section(buf: bytes | memoryview, h: KafkaBatchHeader, path: str) -> 
     data = bytes(buf[h.position + HEADER_SIZE : h.position + h.size])
     try:
         return decompress(h.attributes & ATTR_CODEC_MASK, data, path, h)
-    except KafkaCodecError:
+    except (KafkaCodecError, CorruptBatchError):
         raise
+    except MemoryError:  # str(MemoryError()) is empty: say what ran out
+        raise MetadataLogError(
+            f"cannot read batch in {path} at offset {h.base_offset} (file position "
+            f"{h.position}): out of memory decompressing its {h.codec} records "
+            f"(at most {MAX_DECOMPRESSED_BYTES} bytes)"
+        ) from None
     except Exception as e:  # zlib.error, cramjam's DecompressionError, struct.error
         raise CorruptBatchError(
             path, h.base_offset, h.position, f"{h.codec} data does not decompress: {e}"
@@ -253,6 +330,8 @@ def raw_records(buf: bytes | memoryview, h: KafkaBatchHeader, path: str) -> list
             pos += 1  # attributes, unused
             ts_delta, pos = _varint(data, pos)
             off_delta, pos = _varint(data, pos)
+            if off_delta != len(out):
+                raise bad_delta(path, h, len(out), off_delta)
             key, pos = _bytes(data, pos)
             value, pos = _bytes(data, pos)
             n_headers, pos = _varint(data, pos)
@@ -324,19 +403,17 @@ def records_of(
 
     The same as `raw_records` (tested for equality), through aiokafka's reader.
     """
-    if _AioBatch is None:
-        return [(r.offset, r.timestamp, r.key, r.value) for r in raw_records(buf, h, path)]
     codec = h.attributes & ATTR_CODEC_MASK
-    if codec not in CODEC_NAMES:
-        raise KafkaCodecError(path, h.base_offset, h.position, f"unknown compression codec {codec}")
-    if codec:
-        _codec_available(path, h)
+    if _AioBatch is None or codec:
+        # Compressed: the reference reader, whose decompression is bounded
+        # (aiokafka's is not); Kafka's metadata batches are seldom compressed.
+        return [(r.offset, r.timestamp, r.key, r.value) for r in raw_records(buf, h, path)]
     try:
         out = [
             (r.offset, r.timestamp, r.key, r.value)
             for r in _AioBatch(bytes(buf[h.position : h.position + h.size]))
         ]
-    except _AioCodecError as e:
+    except _AioCodecError as e:  # pragma: no cover - only compressed batches
         raise KafkaCodecError(path, h.base_offset, h.position, str(e)) from None
     except Exception as e:  # aiokafka's CorruptRecordException, struct/index errors
         raise CorruptBatchError(path, h.base_offset, h.position, f"records: {e}") from None
@@ -344,20 +421,7 @@ def records_of(
         raise CorruptBatchError(
             path, h.base_offset, h.position, f"{len(out)} records, header says {h.record_count}"
         )
+    for i, r in enumerate(out):
+        if r[0] != h.base_offset + i:
+            raise bad_delta(path, h, i, r[0] - h.base_offset)
     return out
-
-
-def _codec_available(path: str, h: KafkaBatchHeader) -> None:
-    """Raise the clear KafkaCodecError when a compressed batch's library is missing."""
-    if h.attributes & ATTR_CODEC_MASK == 1:
-        return  # gzip: the standard library
-    try:
-        import cramjam  # noqa: F401
-    except ImportError:
-        raise KafkaCodecError(
-            path,
-            h.base_offset,
-            h.position,
-            f"the batch is {h.codec}-compressed and the cramjam package is not installed "
-            "(pip install cramjam)",
-        ) from None
