@@ -225,6 +225,9 @@ def _plan(f: LogFile, data: Any) -> _Plan | None:
     headers = raw[:, :HEADER_SIZE].copy().view(_HEADER_DTYPE).ravel()
     if (headers["magic"] != MAGIC).any():
         return None
+    counts = headers["record_count"]
+    if ((counts < 1) | (headers["last_offset_delta"] != counts - 1)).any():
+        return None  # metadata_log.kafka.batch.check_counts refuses it
     starts = np.asarray(positions, np.int64)
     ends = starts + LOG_OVERHEAD + headers["batch_length"].astype(np.int64)
     view = memoryview(data)
@@ -423,6 +426,7 @@ class _HotRows:
         ends = last[many].tolist()
         counts = h["record_count"][many].tolist()
         rec_batch: list[int] = []
+        rec_index: list[int] = []  # each record's place in its batch: its offset delta
         rec_start: list[int] = []  # where each record starts, after its length
         rec_end: list[int] = []
         add_start, add_end = rec_start.append, rec_end.append
@@ -449,11 +453,13 @@ class _HotRows:
                 del rec_start[mark:], rec_end[mark:]
                 continue
             rec_batch += [j] * count
+            rec_index += range(count)
         q = np.concatenate([q1[framed], np.asarray(rec_start, np.int64)])
         if not len(q):
             return ok
         r_end = np.concatenate([last[one], np.asarray(rec_end, np.int64)])
         rb = np.concatenate([one, np.asarray(rec_batch, np.int64)])
+        place = np.concatenate([np.zeros(len(one), np.int64), np.asarray(rec_index, np.int64)])
         # the first _FRAME bytes of each record (past the file's end: zeros, never
         # used, as every byte used is checked to lie before the record's end)
         g = u8[np.minimum(q[:, None] + np.arange(_FRAME), len(u8) - 1)].astype(np.int64)
@@ -462,6 +468,7 @@ class _HotRows:
         col = np.ones(len(q), np.int64)  # after the attributes byte
         ts_delta, col = _np_varint(g, rows, col, good)
         delta, col = _np_varint(g, rows, col, good)
+        good &= delta == place  # offset deltas 0, 1, ... (the reference names any other)
         good &= g[rows, col] == 1  # a null key (-1, zig-zag 1)
         nv, col = _np_varint(g, rows, col + 1, good, zigzag=False)
         good &= (nv & 1) == 0  # not a null value
@@ -646,14 +653,15 @@ class _Values:
     ) -> list[tuple[int, int, _Entry]] | None:
         """(offset delta, timestamp delta, decoded value) of each of the `count`
         records in data[p:end]; None unless every record is a plain data record
-        (null key, no headers, lengths that add up to exactly `end`) whose value
-        decodes: the reference reader then takes the batch."""
+        (null key, no headers, offset deltas 0, 1, ..., lengths that add up to
+        exactly `end`) whose value decodes: the reference reader then takes the
+        batch."""
         out = []
         get = self.known.get
         # The one- and two-byte varints are read inline, _uv only past them: this loop
         # runs once per record, and a call per varint would be paid four times a record.
         try:
-            for _ in range(count):
+            for i in range(count):
                 # record length, attributes, timestamp delta, offset delta (zig-zag)
                 n = data[p]
                 if n < 0x80:
@@ -683,7 +691,7 @@ class _Values:
                 else:
                     n, p = _uv(data, p)
                 delta = (n >> 1) ^ -(n & 1)
-                if data[p] != 1:  # a key (-1, zig-zag 1, is null)
+                if delta != i or data[p] != 1:  # a delta out of place; a key (-1 is null)
                     return None
                 n = data[p + 1]
                 if n < 0x80:
