@@ -16,6 +16,7 @@ from pathlib import Path
 from metadata_log.batch import decode_records, iter_headers
 from metadata_log.errors import IncompleteBatchError, MetadataLogError
 from metadata_log.image import MetadataImage
+from metadata_log.open_file import open_log_file
 from metadata_log.records import Record, SnapshotFooter, SnapshotHeader
 
 METADATA_DIR_NAME = "__cluster_metadata-0"
@@ -64,7 +65,8 @@ class LoggedBatch:
 
 def iter_file_batches(path: Path, *, allow_torn_tail: bool) -> Iterator[LoggedBatch]:
     """Verified, decoded batches of one segment or snapshot file."""
-    data = path.read_bytes()
+    with open_log_file(path) as f:
+        data = f.read()
     name = str(path)
     try:
         for pos, h in iter_headers(data, name):

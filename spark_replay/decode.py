@@ -65,6 +65,7 @@ from metadata_log.batch import (
     iter_headers,
 )
 from metadata_log.errors import IncompleteBatchError, MetadataLogError, RecordDecodeError
+from metadata_log.open_file import open_log_file
 from metadata_log.records import (
     _DATA_CODECS,
     FIELD_COUNTS,
@@ -1091,7 +1092,7 @@ def read_file(
             if torn:
                 stats.torn_tail = torn
         return
-    with open(f.path, "rb") as fh:
+    with open_log_file(f.path) as fh:
         data = fh.read()
     # Decoding creates millions of small tuples that live until their chunk is
     # converted: the cyclic collector would rescan them again and again (measured:

@@ -50,6 +50,7 @@ import gc
 import itertools
 import json
 import mmap
+import os
 import struct
 import traceback
 from collections.abc import Iterator
@@ -83,6 +84,7 @@ from metadata_log.kafka.record_serde import (
     native_values,
     to_native,
 )
+from metadata_log.open_file import open_log_file
 from metadata_log.records import Record, record_fields
 from spark_replay.decode import (
     _BOOL,
@@ -161,8 +163,8 @@ def read_kafka_file(
     offset, no gap before the next segment, a torn batch only at the end of the
     last one (its [position, bytes] then go into `torn`)."""
     path = Path(f.path)
-    with path.open("rb") as fh:
-        if path.stat().st_size == 0:
+    with open_log_file(path) as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
             yield from _per_record(f, chunk_records, torn)  # the same checks (a gap)
             return
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:

@@ -25,8 +25,11 @@ names the first and counts the rest: the log is not whole.
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import mmap
+import os
+import stat
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -38,6 +41,7 @@ from metadata_log import batch as native
 from metadata_log.errors import CorruptBatchError, IncompleteBatchError, MetadataLogError
 from metadata_log.kafka import batch as kafka
 from metadata_log.kafka.reader import decode_batch
+from metadata_log.open_file import open_log_file
 from metadata_log.records import record_fields, record_type_name
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files
 
@@ -66,10 +70,15 @@ _FOOTERS = ("SnapshotFooter", "SnapshotFooterRecord")  # native, Kafka
 def files_to_dump(target: Path) -> tuple[list[Path], list[Path]]:
     """(files to dump, other files passed over): a file as given, or a directory's
     snapshots then segments in offset order."""
-    if target.is_file():
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        raise MetadataLogError(f"{target}: no such file or directory") from None
+    except OSError as e:  # ELOOP is not "missing": say what it is
+        loop = " (a symlink loop)" if e.errno == errno.ELOOP else ""
+        raise MetadataLogError(f"{target}: {e.strerror or e}{loop}") from None
+    if not stat.S_ISDIR(mode):  # a FIFO or device: open_log_file names what it is
         return ([], [target]) if is_other_file(target) else ([target], [])
-    if not target.exists():
-        raise MetadataLogError(f"{target}: no such file or directory")
     directory = metadata_dir(target)
     files = [p for _, _, p in snapshot_files(directory)] + [p for _, p in segment_files(directory)]
     if not files:
@@ -139,8 +148,8 @@ def iter_file(
     path: Path, fmt: str = "auto", skipped: Counter[str] | None = None
 ) -> Iterator[Batch | IncompleteBatchError]:
     """Each batch of one file, then the torn-tail error if the data ends inside a batch."""
-    with path.open("rb") as f:
-        if path.stat().st_size == 0:
+    with open_log_file(path) as f:
+        if os.fstat(f.fileno()).st_size == 0:
             return
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             name = str(path)

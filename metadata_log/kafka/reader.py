@@ -10,6 +10,7 @@ than raised; anything else wrong is an error naming the file and offset.
 from __future__ import annotations
 
 import mmap
+import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from metadata_log.kafka.record_serde import (
     decode_value,
     to_native,
 )
+from metadata_log.open_file import open_log_file
 from metadata_log.records import Record
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files
 
@@ -109,8 +111,8 @@ def iter_file(
     path: Path, skipped: Counter[str] | None = None, *, allow_torn_tail: bool = False
 ) -> Iterator[KafkaBatch]:
     """Every batch of one Kafka segment or `.checkpoint` file, opened read-only."""
-    with path.open("rb") as f:
-        if path.stat().st_size == 0:
+    with open_log_file(path) as f:
+        if os.fstat(f.fileno()).st_size == 0:
             return
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             try:
@@ -124,8 +126,8 @@ def iter_native_batches(
     path: Path, skipped: Counter[str] | None = None, *, allow_torn_tail: bool = False
 ) -> Iterator[tuple[KafkaBatchHeader, list[tuple[int, int, Record | UnmodelledKafkaRecord]]]]:
     """(header, native_records) of each batch of one file, opened read-only."""
-    with path.open("rb") as f:
-        if path.stat().st_size == 0:
+    with open_log_file(path) as f:
+        if os.fstat(f.fileno()).st_size == 0:
             return
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             name = str(path)
@@ -162,7 +164,7 @@ def detect_format(log_dir: str | Path) -> str | None:
     then snapshots), None for a folder without batches."""
     snapshots, segments = log_files(log_dir)
     for path in segments + snapshots:
-        with path.open("rb") as f:
+        with open_log_file(path) as f:
             head = f.read(MAGIC_POSITION + 1)
         if len(head) > MAGIC_POSITION:
             magic = head[MAGIC_POSITION]

@@ -207,6 +207,6 @@ def test_unreadable_segment_is_a_clear_error(tmp_path: Path) -> None:
     """An OSError while reading (here: a segment name that is a directory) is no traceback."""
     (tmp_path / "00000000000000000000.log").mkdir()
     res = run(str(tmp_path))
-    assert res.returncode == 1 and "Is a directory" in res.stderr
+    assert res.returncode == 1 and "is a directory, not a regular file" in res.stderr
     assert "00000000000000000000.log" in res.stderr
     assert "Traceback" not in res.stderr
