@@ -17,7 +17,8 @@ from metadata_log.batch import decode_records, iter_headers
 from metadata_log.errors import IncompleteBatchError, MetadataLogError
 from metadata_log.image import MetadataImage
 from metadata_log.open_file import open_log_file
-from metadata_log.records import Record, SnapshotFooter, SnapshotHeader
+from metadata_log.records import Record, SnapshotHeader
+from metadata_log.snapshot import SnapshotOrder
 
 METADATA_DIR_NAME = "__cluster_metadata-0"
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
@@ -90,28 +91,16 @@ def read_snapshot_image(path: Path, end_offset: int) -> MetadataImage:
     a file without its footer raises, and the half-built image is dropped."""
     image = MetadataImage()
     header: SnapshotHeader | None = None
-    footer = False
+    order = SnapshotOrder(path)
     for b in iter_file_batches(path, allow_torn_tail=False):
-        if footer:
-            raise MetadataLogError(
-                f"{path}: data after the snapshot footer at offset {b.base_offset}"
-            )
-        if b.control:
-            for r in b.records:
-                if isinstance(r, SnapshotHeader):
-                    header = r
-                elif isinstance(r, SnapshotFooter):
-                    footer = True
-        else:
-            if header is None:
-                raise MetadataLogError(
-                    f"{path}: snapshot data before its header at offset {b.base_offset}"
-                )
+        for i, r in enumerate(b.records):
+            order.see(b.base_offset + i, type(r).__name__, b.control)
+            if isinstance(r, SnapshotHeader):
+                header = r
+        if not b.control:
             image.apply_snapshot_records(b.records, end_offset)
-    if header is None or not footer:
-        raise MetadataLogError(
-            f"{path}: snapshot is missing its {'header' if header is None else 'footer'}"
-        )
+    order.finish()
+    assert header is not None  # finish() saw it
     image.offset = end_offset - 1
     image.last_append_time_ms = header.last_contained_log_time
     return image

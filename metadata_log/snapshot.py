@@ -370,3 +370,44 @@ __all__ = [
     "write_snapshot",
     "write_snapshot_bytes",
 ]
+
+
+_HEADERS = ("SnapshotHeader", "SnapshotHeaderRecord")  # native, Kafka's name
+_FOOTERS = ("SnapshotFooter", "SnapshotFooterRecord")
+
+
+class SnapshotOrder:
+    """A snapshot's records in order: SnapshotHeader, the data, SnapshotFooter, then
+    nothing (Kafka's RecordsSnapshotReader; a snapshot is written whole, then
+    renamed). Every reader of a snapshot, native or Kafka's (the replays, `kraft
+    dump-log`, spark_replay's decoder), feeds it each record so that all refuse
+    the same files with the same words."""
+
+    __slots__ = ("path", "header", "footer")
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        self.header = False
+        self.footer = False
+
+    def see(self, offset: int, name: str, control: bool) -> None:
+        """One record, by its type name (native or Kafka's); raises
+        MetadataLogError on data after the footer or data before the header."""
+        if self.footer:
+            raise MetadataLogError(
+                f"{self.path}: data after the snapshot footer at offset {offset}"
+            )
+        if name in _HEADERS:
+            self.header = True
+        elif name in _FOOTERS:
+            self.footer = True
+        elif not control and not self.header:
+            raise MetadataLogError(
+                f"{self.path}: snapshot data before its header at offset {offset}"
+            )
+
+    def finish(self) -> None:
+        """At the end of the file: raises unless both header and footer were seen."""
+        if not self.header or not self.footer:
+            missing = "header" if not self.header else "footer"
+            raise MetadataLogError(f"{self.path}: snapshot is missing its {missing}")

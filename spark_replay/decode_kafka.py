@@ -86,6 +86,7 @@ from metadata_log.kafka.record_serde import (
 )
 from metadata_log.open_file import open_log_file
 from metadata_log.records import Record, record_fields
+from metadata_log.snapshot import SnapshotOrder
 from spark_replay.decode import (
     _BOOL,
     _EXTRACT,
@@ -846,8 +847,14 @@ def _per_record(
     tail = (f.source, f.snapshot_end_offset)
     out = _Rows()
     stopped = False
+    # a snapshot's records in their order; its missing footer is history's to say
+    order = SnapshotOrder(f.path) if snap else None
     batches = _until_torn(Path(f.path), f.last_segment and not snap, torn)
     for h, natives in batches:
+        if order is not None:
+            for offset, _ts, rec in natives:
+                name = rec.name if isinstance(rec, UnmodelledKafkaRecord) else type(rec).__name__
+                order.see(offset, name, h.control)
         if upto is not None and h.base_offset > upto:
             stopped = True
             break

@@ -44,6 +44,7 @@ from metadata_log.kafka.reader import decode_batch
 from metadata_log.open_file import open_log_file
 from metadata_log.records import record_fields, record_type_name
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files
+from metadata_log.snapshot import SnapshotOrder
 
 FORMATS = ("auto", "kafka", "kraft")
 # Files Kafka keeps beside the log: not batches, so passed over (named in text mode).
@@ -274,6 +275,7 @@ def dump(
             expect = base
         last_segment = whole_dir and bool(segments) and path == segments[-1]
         footer = False
+        order: SnapshotOrder | None = SnapshotOrder(path) if snapshot else None
         for b in iter_file(path, fmt, skipped):
             if isinstance(b, IncompleteBatchError):
                 if snapshot or (whole_dir and not last_segment):
@@ -309,6 +311,13 @@ def dump(
                     )
                 epoch = max(epoch or 0, b.epoch)
             footer = footer or any(row.type in _FOOTERS for row in b.rows)
+            if order is not None:
+                try:
+                    for row in b.rows:
+                        order.see(row.offset, row.type, b.control)
+                except MetadataLogError as e:
+                    holes.say(str(e))  # the same words as a replay's refusal
+                    order = None
             if b.last_offset < from_offset:
                 continue
             if not as_json:

@@ -18,8 +18,9 @@ from metadata_log.errors import MetadataLogError
 from metadata_log.image import MetadataImage
 from metadata_log.kafka.reader import iter_file, iter_native_batches
 from metadata_log.kafka.record_serde import UnmodelledKafkaRecord
-from metadata_log.records import NoOpRecord, SnapshotFooter, SnapshotHeader
+from metadata_log.records import NoOpRecord, SnapshotHeader
 from metadata_log.replay import metadata_dir, segment_files, snapshot_files
+from metadata_log.snapshot import SnapshotOrder
 
 _NOOP = NoOpRecord()
 
@@ -32,33 +33,23 @@ class KafkaReplay:
 
 def _read_snapshot(path: Path, end_offset: int, result: KafkaReplay) -> None:
     header: SnapshotHeader | None = None
-    footer = False
+    order = SnapshotOrder(path)
     image = result.image
     for batch in iter_file(path):
         natives = []
+        control = batch.header.control
         for r in batch.records:
-            if footer:
-                raise MetadataLogError(
-                    f"{path}: data after the snapshot footer at offset {r.offset}"
-                )
+            order.see(r.offset, r.name, control)
             match r.native:
                 case SnapshotHeader() as h:
                     header = h
-                case SnapshotFooter():
-                    footer = True
                 case UnmodelledKafkaRecord(name=name):
                     result.unmodelled[name] += 1
-                case native if not batch.header.control:
-                    if header is None:
-                        raise MetadataLogError(
-                            f"{path}: snapshot data before its header at offset {r.offset}"
-                        )
+                case native if not control:
                     natives.append(native)
         image.apply_snapshot_records(natives, end_offset)
-    if header is None or not footer:
-        raise MetadataLogError(
-            f"{path}: snapshot is missing its {'header' if header is None else 'footer'}"
-        )
+    order.finish()
+    assert header is not None  # finish() saw it
     image.offset = end_offset - 1
     image.last_append_time_ms = header.last_contained_log_time
 

@@ -3,8 +3,9 @@
 The vectorised path (`_plan`, `_HotRows.add_framed`, `_Values.walk`) reads
 batches straight from the file's bytes; a batch whose record count and last
 offset delta disagree, or whose records' offset deltas are not 0, 1, ..., must
-leave it for the reference reader, which names the batch. No Spark here: these
-are the tasks' functions, run in this process.
+leave it for the reference reader, which names the batch. A Kafka snapshot with
+data after its SnapshotFooter is refused as the replays refuse it. No Spark here:
+these are the tasks' functions, run in this process.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ from pathlib import Path
 import crc32c
 import pytest
 
-from metadata_log.errors import CorruptBatchError
+from metadata_log.errors import CorruptBatchError, MetadataLogError
 from metadata_log.kafka.writer import (
     HEADER,
     MAGIC,
     encode_batch,
     encode_metadata_value,
+    encode_native_batch,
     varint,
 )
+from metadata_log.records import NoOpRecord, SnapshotFooter, SnapshotHeader
 from spark_replay import decode_kafka
-from spark_replay.decode import FORMAT_KAFKA, SOURCE_SEGMENT, LogFile
+from spark_replay.decode import FORMAT_KAFKA, SOURCE_SEGMENT, SOURCE_SNAPSHOT, LogFile
 
 NOOP = encode_metadata_value("NoOpRecord", 0, {})
 
@@ -105,3 +108,23 @@ def test_the_record_walk_leaves_offset_deltas_out_of_place_to_the_reference(
         data = _batch(0, deltas)
         got = decode_kafka._Values().walk(data, 61, len(data), len(deltas), 0)
         assert (got is not None) == walked, deltas
+
+
+def test_a_snapshot_with_data_after_its_footer_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000003-0000000001.checkpoint"
+    whole = (
+        encode_native_batch(0, 1, 1000, [SnapshotHeader(1000)], True)
+        + encode_native_batch(1, 1, 1000, [NoOpRecord()], False)
+        + encode_native_batch(2, 1, 1000, [SnapshotFooter()], True)
+    )
+    f = LogFile(str(path), SOURCE_SNAPSHOT, 0, snapshot_end_offset=3, fmt=FORMAT_KAFKA)
+    path.write_bytes(whole)
+    assert _read(f) == 3
+    path.write_bytes(whole + encode_native_batch(3, 1, 1000, [NoOpRecord()], False))
+    with pytest.raises(MetadataLogError) as e:
+        _read(f)
+    assert str(e.value) == f"{path}: data after the snapshot footer at offset 3"
+    path.write_bytes(whole + whole)  # the same snapshot twice
+    with pytest.raises(MetadataLogError) as e:
+        _read(f)
+    assert str(e.value) == f"{path}: data after the snapshot footer at offset 0"

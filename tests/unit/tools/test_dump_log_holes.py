@@ -209,3 +209,17 @@ def test_a_snapshot_torn_or_without_its_footer_is_not_whole(capsys, tmp_path: Pa
     assert code == 1
     assert err[0].startswith(f"kraft dump-log: warning: {torn}: this snapshot is torn at position ")
     assert err[-1].startswith("kraft dump-log: error: the log is not whole: ")
+
+
+def test_a_snapshot_with_data_after_its_footer_is_not_whole(capsys, tmp_path: Path) -> None:
+    data = (KAFKA_3X / "bootstrap.checkpoint").read_bytes()
+    twice = tmp_path / "bootstrap.checkpoint"
+    twice.write_bytes(data + data)  # every row shown twice, offsets from 0 again
+    code, rows, err = _dump(capsys, str(twice))
+    assert code == 1 and len(rows) == 2 * len({r["offset"] for r in rows})
+    # the words of every snapshot reader (metadata_log.snapshot.SnapshotOrder)
+    assert err == [
+        f"kraft dump-log: warning: {twice}: data after the snapshot footer at offset 0",
+        f"kraft dump-log: error: the log is not whole: {twice}: data after the snapshot "
+        "footer at offset 0",
+    ]
