@@ -14,7 +14,8 @@ opened read-only (a Kafka controller's live log must never be written by this
 tool).
 
 A dump shows a damaged log as far as it can, so the holes are said where they
-are and the dump goes on: offsets missing between segments or between batches, a
+are and the dump goes on: offsets missing between segments or between batches,
+a segment whose name is not its first batch's offset, segments that overlap, a
 log that starts after its newest snapshot, a leader epoch lower than the one
 before it, a torn batch that is not at the end of the last segment, a snapshot
 that is torn or has no SnapshotFooter (a snapshot is written whole, then
@@ -228,6 +229,37 @@ class _Holes:
             print(f"Warning: {text}", file=self.out)
 
 
+def _segment_start(
+    holes: _Holes, path: Path, b: Batch, expect: int | None, snapshot_end: int
+) -> None:
+    """Say what is wrong where a segment starts: a name that is not its first
+    batch's offset, offsets missing or repeated since the segment before it, a
+    log that starts after its newest snapshot."""
+    base, start = _name_offset(path), b.base_offset
+    if base is not None and base != start:
+        holes.say(
+            f"{path}: the segment's name says it starts at offset {base}, its first batch "
+            f"is at offset {start}: the file is misnamed"
+        )
+    if expect is None:
+        if start > snapshot_end:
+            where = f"after the newest snapshot's end {snapshot_end}" if snapshot_end else ""
+            holes.say(
+                f"{path}: the log starts at offset {start} {where}".rstrip()
+                + f": {_missing(snapshot_end, start)}"
+            )
+    elif start > expect:
+        holes.say(
+            f"gap in the log: the segment before {path.name} ends at offset {expect - 1}, "
+            f"{path.name} starts at {start}: {_missing(expect, start)}"
+        )
+    elif start < expect:
+        holes.say(
+            f"{path}: overlapping segments: {path.name} starts at offset {start}, the segment "
+            f"before it ends at offset {expect - 1}: the offsets from {start} on are read twice"
+        )
+
+
 def dump(
     target: Path,
     as_json: bool,
@@ -258,21 +290,9 @@ def dump(
         if not as_json:
             print(f"Dumping {path}", file=out)
         snapshot = path.suffix == ".checkpoint"
-        if whole_dir and not snapshot:
-            base = _name_offset(path)
-            if expect is None and base is not None and base > snapshot_end:
-                where = f"after the newest snapshot's end {snapshot_end}" if snapshot_end else ""
-                holes.say(
-                    f"{path}: the log starts at offset {base} {where}".rstrip()
-                    + f": {_missing(snapshot_end, base)}"
-                )
-            elif expect is not None and base is not None and base != expect:
-                holes.say(
-                    f"gap in the log: the segment before {path.name} ends at offset {expect}, "
-                    f"{path.name} starts at {base}: "
-                    + (_missing(expect, base) if base > expect else "the segments overlap")
-                )
-            expect = base
+        # A segment's first batch is checked against its name and the segment
+        # before it (the expected offset carries over: a misnamed file is not a gap).
+        first = whole_dir and not snapshot
         last_segment = whole_dir and bool(segments) and path == segments[-1]
         footer = False
         order: SnapshotOrder | None = SnapshotOrder(path) if snapshot else None
@@ -291,6 +311,10 @@ def dump(
                         file=sys.stderr,
                     )
                 break
+            if first:
+                first = False
+                _segment_start(holes, path, b, expect, snapshot_end)
+                expect = b.base_offset
             if not snapshot:
                 if expect is not None and b.base_offset != expect:
                     holes.say(

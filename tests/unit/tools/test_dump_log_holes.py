@@ -86,7 +86,7 @@ def test_a_missing_middle_segment_is_named_and_the_dump_goes_on(
     assert offsets == [o for o in range(offsets[-1] + 1) if not lost_from <= o <= lost_to]
     assert err[0] == (
         f"kraft dump-log: warning: gap in the log: the segment before {last.name} ends at "
-        f"offset {lost_from}, {last.name} starts at {lost_to + 1}: "
+        f"offset {lost_from - 1}, {last.name} starts at {lost_to + 1}: "
         f"offsets {lost_from}-{lost_to} are missing"
     )
     assert err[-1].startswith("kraft dump-log: error: the log is not whole: gap in the log")
@@ -223,3 +223,44 @@ def test_a_snapshot_with_data_after_its_footer_is_not_whole(capsys, tmp_path: Pa
         f"kraft dump-log: error: the log is not whole: {twice}: data after the snapshot "
         "footer at offset 0",
     ]
+
+
+@pytest.mark.parametrize("fmt", ["native", "kafka"])
+def test_a_misnamed_segment_is_named_as_such_not_as_a_gap(
+    logs, capsys, tmp_path: Path, fmt: str
+) -> None:
+    log = _copy(logs[fmt], tmp_path)
+    _first, middle, _last = _segments(log)
+    base = int(middle.name[:20])
+    misnamed = middle.with_name(_segment_name(base - 1))
+    middle.rename(misnamed)
+    code, rows, err = _dump(capsys, str(log))
+    assert code == 1
+    assert [r["offset"] for r in rows] == list(range(len(rows)))  # nothing missing
+    assert err == [
+        f"kraft dump-log: warning: {misnamed}: the segment's name says it starts at offset "
+        f"{base - 1}, its first batch is at offset {base}: the file is misnamed",
+        f"kraft dump-log: error: the log is not whole: {misnamed}: the segment's name says it "
+        f"starts at offset {base - 1}, its first batch is at offset {base}: the file is misnamed",
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["native", "kafka"])
+def test_a_segment_copied_under_another_name_is_named_as_overlapping(
+    logs, capsys, tmp_path: Path, fmt: str
+) -> None:
+    log = _copy(logs[fmt], tmp_path)
+    _first, middle, last = _segments(log)
+    base, end = int(middle.name[:20]), int(last.name[:20]) - 1
+    copy = middle.with_name(_segment_name(base + 1))
+    shutil.copyfile(middle, copy)
+    code, _rows, err = _dump(capsys, str(log))
+    assert code == 1
+    assert err[:2] == [
+        f"kraft dump-log: warning: {copy}: the segment's name says it starts at offset "
+        f"{base + 1}, its first batch is at offset {base}: the file is misnamed",
+        f"kraft dump-log: warning: {copy}: overlapping segments: {copy.name} starts at offset "
+        f"{base}, the segment before it ends at offset {end}: the offsets from {base} on are "
+        "read twice",
+    ]
+    assert len(err) == 3  # the last segment follows the copy without a gap
