@@ -18,8 +18,8 @@ are and the dump goes on: offsets missing between segments or between batches,
 a segment whose name is not its first batch's offset, segments that overlap, a
 log that starts after its newest snapshot, a leader epoch lower than the one
 before it, a torn batch that is not at the end of the last segment, a snapshot
-that is torn or has no SnapshotFooter (a snapshot is written whole, then
-renamed). Any of them makes the exit status 1, with a last line on stderr that
+that is torn, has no SnapshotFooter or data after it (a snapshot is written
+whole, then renamed). Any of them makes the exit status 1, with a last line on stderr that
 names the first and counts the rest: the log is not whole.
 """
 
@@ -385,6 +385,10 @@ def run(
         return 1
     except BrokenPipeError:
         return 0
+    except MemoryError:  # str(MemoryError()) is empty: say what ran out
+        sys.stdout.flush()
+        print(f"kraft dump-log: error: {target}: out of memory", file=sys.stderr)
+        return 1
     except OSError as e:  # unreadable file or directory: a user error, not a traceback
         sys.stdout.flush()
         print(f"kraft dump-log: error: {e.filename or target}: {e.strerror or e}", file=sys.stderr)

@@ -1,5 +1,6 @@
 """`kraft dump-log` on paths that are not log files: one error line naming what
-the path is (a FIFO, a symlink loop), exit 1, never a hang or "no such file"."""
+the path is (a FIFO, a symlink loop), exit 1, never a hang or "no such file";
+and running out of memory is a line that says so, not an empty reason."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kraft.tools import dump_log
 from kraft.tools.dump_log import run
 from metadata_log.replay import METADATA_DIR_NAME
 
@@ -60,3 +62,16 @@ def test_a_symlink_loop_is_named_not_missing(capsys, tmp_path: Path) -> None:
         .err.splitlines()[-1]
         .startswith(f"kraft dump-log: error: {seg}: a symlink loop (")
     )
+
+
+def test_running_out_of_memory_is_one_line_that_says_so(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_memory(*_args: object) -> list[str]:
+        raise MemoryError
+
+    monkeypatch.setattr(dump_log, "dump", no_memory)
+    assert run(str(tmp_path)) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"kraft dump-log: error: {tmp_path}: out of memory"
+    ]
