@@ -34,6 +34,7 @@ from kraft.controller.batching import DEFAULT_MAX_BATCH_BYTES
 from metadata_log.batch import decode_records, iter_headers
 from metadata_log.errors import IncompleteBatchError, MetadataLogError
 from metadata_log.image import MetadataImage
+from metadata_log.open_file import open_log_file
 from metadata_log.records import (
     FENCE_NO,
     FENCE_YES,
@@ -357,7 +358,8 @@ def _batches(directory: Path) -> Iterator[tuple[Batch, int]]:
         )
     expect = 0
     for i, (_base, path) in enumerate(segments):
-        data = path.read_bytes()
+        with open_log_file(path) as f:
+            data = f.read()
         try:
             for pos, h in iter_headers(data, str(path)):
                 if h.base_offset != expect:
@@ -411,12 +413,18 @@ def read_facts(log_dir: str | Path, session_timeout_ms: int) -> Facts:
             gc.enable()
 
 
+def _magic(path: Path) -> bytes:
+    """The first batch's magic byte (b"" when the file is shorter)."""
+    with open_log_file(path) as f:
+        return f.read(17)[16:17]
+
+
 def _read_facts(log_dir: str | Path, session_timeout_ms: int) -> Facts:
     directory = metadata_dir(log_dir)
     if not directory.is_dir():
         raise FactsError(f"{log_dir} is not a log directory")
     first = next(iter(sorted(directory.glob("*.log"))), None)
-    if first is not None and first.read_bytes()[16:17] == b"\x02":
+    if first is not None and _magic(first) == b"\x02":
         raise FactsError(
             f"{log_dir}: an Apache Kafka log: what-if replays read this project's logs only"
         )

@@ -235,7 +235,9 @@ def test_a_log_file_that_cannot_be_read_exits_2_before_spark(
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert len(err) == 1 and err[0].endswith("00000000000000000000.log: Is a directory"), err
+    assert len(err) == 1 and err[0].endswith(
+        "00000000000000000000.log: is a directory, not a regular file: a segment or snapshot must be one"
+    ), err
 
 
 def test_a_task_s_read_error_is_one_line() -> None:

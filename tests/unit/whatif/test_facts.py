@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
+from metadata_log.errors import MetadataLogError
 from spark_replay.whatif import facts as F
 from spark_replay.whatif.metrics import offline_steps, scenario_metrics
 from tests.unit.whatif.story import T0, Story
@@ -170,3 +173,22 @@ def test_a_topic_command_group_committed_with_an_alter_partition_keeps_both() ->
     alter = F.AlterIsr("T-kept", 0, (1, 2), (1,), -1)
     assert commands([delete, shrink]) == (F.DeleteTopic("T-gone"), alter)
     assert commands([shrink, delete]) == (alter, F.DeleteTopic("T-gone"))
+
+
+def test_a_fifo_named_like_a_segment_is_one_error_not_a_hang(tmp_path: Path) -> None:
+    """read_facts opened segments with read_bytes(): a FIFO blocked it forever."""
+    d = tmp_path / "__cluster_metadata-0"
+    d.mkdir()
+    os.mkfifo(d / "00000000000000000000.log")
+
+    def blocked(*_args: object) -> None:
+        raise TimeoutError("read_facts blocked")
+
+    old = signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(5)
+    try:
+        with pytest.raises(MetadataLogError, match="is a FIFO, not a regular file"):
+            F.read_facts(tmp_path, 6000)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
