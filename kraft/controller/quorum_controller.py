@@ -170,6 +170,16 @@ class ControllerResult:
         )
 
 
+
+def _amends(existing: Any, record: RegisterBrokerRecord) -> bool:
+    """Whether a RegisterBrokerRecord amends the registration it replaces (the same
+    incarnation and epoch: a retried registration) rather than starting a new one."""
+    return (
+        existing is not None
+        and existing.incarnation_id == record.incarnation_id
+        and existing.broker_epoch == record.broker_epoch
+    )
+
 class QuorumController:
     def __init__(
         self,
@@ -202,6 +212,9 @@ class QuorumController:
 
     def replay(self, record: Record, offset: int) -> None:
         """The only way state changes: on the active controller and on standbys."""
+        amends = type(record) is RegisterBrokerRecord and _amends(
+            self.image.brokers.get(record.broker_id), record
+        )
         self.image.replay(record, offset)
         if type(record) not in _BROKER_RECORDS:
             return  # the common case (partition changes) at one set lookup
@@ -209,6 +222,13 @@ class QuorumController:
         match record:
             case RegisterBrokerRecord(broker_id=b):
                 self._broker_changed_at[b] = offset
+                if amends:
+                    # the same session goes on (its shutdown offset, its state)
+                    if hb is not None and hb.state(b) is None:
+                        hb.register(b, record.fenced, self.now_ms)
+                    elif hb is not None:
+                        hb.note_contact(b, self.now_ms)
+                    return
                 self._shutdown_offsets.pop(b, None)
                 if hb is not None:
                     hb.register(b, record.fenced, self.now_ms)
@@ -524,6 +544,21 @@ class QuorumController:
                     f"broker {req.broker_id} supports metadata.version {f.min_supported_version}-"
                     f"{f.max_supported_version}, the cluster is at {mv}"
                 )
+        if existing is not None and existing.incarnation_id == req.incarnation_id:
+            # The same process again (its first reply was lost, or it missed the
+            # reply's epoch): Kafka amends the registration. Same epoch, same fenced
+            # and shutdown state, and not an unclean shutdown: its log is whole.
+            amended = RegisterBrokerRecord(
+                broker_id=req.broker_id,
+                incarnation_id=req.incarnation_id,
+                broker_epoch=existing.broker_epoch,
+                endpoints=req.listeners,
+                features=req.features,
+                rack=req.rack,
+                fenced=existing.fenced,
+                in_controlled_shutdown=existing.in_controlled_shutdown,
+            )
+            return ControllerResult((amended,), {"broker_epoch": existing.broker_epoch})
         record = RegisterBrokerRecord(
             broker_id=req.broker_id,
             incarnation_id=req.incarnation_id,
@@ -551,10 +586,10 @@ class QuorumController:
                 self._keys_of(b, with_elr=True), broker_to_remove=b, unclean_shutdown=b
             )
         elif existing is not None and not existing.fenced:
-            # The previous registration was still unfenced (its session expired before
-            # the fence ran, or the same incarnation retries): the new one starts
-            # fenced, so it must leave its leaderships and shared ISRs in the same
-            # atomic write (a fenced broker leads nothing).
+            # The previous incarnation was still unfenced (its session expired
+            # before the fence ran): the new one starts fenced, so it must leave
+            # its leaderships and shared ISRs in the same atomic write (a fenced
+            # broker leads nothing).
             more = self._iter_partition_updates(self._keys_of(b), broker_to_remove=b)
         return ControllerResult((record,), {"broker_epoch": next_offset}, more=more)
 

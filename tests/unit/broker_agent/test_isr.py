@@ -104,11 +104,12 @@ def test_a_restarted_replica_starts_catching_up_again() -> None:
     mgr = manager(catch_up_ms=1000)
     c.h.heartbeat(3, 10_000)
     c.step(mgr, 10_000)  # sees epoch E alive since 10 000
-    # broker 3 restarts: a new registration (new epoch), fenced at first
-    c.epochs[3] = c.h.register(3, 10_500, incarnation=c.h.incarnations[3])
-    c.h.heartbeat(3, 10_600)
-    assert c.step(mgr, 11_100) == []  # the new epoch is alive only since 11 100
-    assert {s.reason for s in c.step(mgr, 12_200)} == {"expand"}
+    # broker 3 restarts: a new process (a new incarnation, registered once the old
+    # one's 9 s session is over) and a new epoch, fenced at first
+    c.epochs[3] = c.h.register(3, 19_500)
+    c.h.heartbeat(3, 19_600)
+    assert c.step(mgr, 20_100) == []  # the new epoch is alive only since 20 100
+    assert {s.reason for s in c.step(mgr, 21_200)} == {"expand"}
 
 
 def test_does_nothing_unless_running_and_caught_up_with_itself() -> None:

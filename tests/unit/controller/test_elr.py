@@ -387,9 +387,10 @@ def test_a_restart_s_partition_changes_are_drawn_in_bounded_turns() -> None:
         h.unfenced_broker(b)
     n = KEYS_PER_TURN + 5
     h.create_topic("t", [[1, 2]] * n)
-    inc = h.incarnations[1]  # the same incarnation retrying, before any fence
+    # a new process after the session expired, before any fence ran
+    inc = "00000000-0000-0000-0000-00000000beef"
     req = RegisterBrokerRequest(1, "test-cluster", inc, (Endpoint("P", "h", 1),), None, ())
-    result = h.c.register_broker(req, 0, h.next_offset)
+    result = h.c.register_broker(req, 5_000, h.next_offset)
     assert [type(r) for r in result.records] == [RegisterBrokerRecord] and result.more
     drawn = list(result.more)
     assert drawn.count(None) == 1  # n keys grouped in turns of KEYS_PER_TURN
@@ -433,3 +434,29 @@ def test_the_last_known_leader_waits_while_an_eligible_replica_exists() -> None:
     p = PartitionRegistration((1, 2, 3, 4), (), (), (), NO_LEADER, 0, 100, 200, (3,), (1,))
     b = PartitionChangeBuilder(p, "T", 0, lambda r: r != 3, min_isr=3, elr_enabled=True)
     assert b.set_election(Election.PREFERRED).set_target_isr([]).build() is None
+
+
+def test_a_retried_registration_amends_it_and_keeps_the_clean_shutdown() -> None:
+    """The same incarnation registering again (its first reply was lost) is Kafka's
+    amended registration: the same epoch, no unclean-shutdown handling. It was a
+    new epoch whose previous_broker_epoch no longer matched: the broker lost its
+    ELR place and the partition went offline when the leader failed."""
+    h = Harness(elr=True, min_insync_replicas=2)
+    for b in (1, 2, 3):
+        h.unfenced_broker(b)
+    h.create_topic("t", [[1, 2, 3]])
+    h.fence(3)
+    clean_epoch = h.c.image.brokers[2].broker_epoch
+    h.heartbeat(2, 0, want_shutdown=True)
+    h.heartbeat(2, 0, want_shutdown=True)
+    assert h.partition("t", 0).elr == (2,)
+    inc = "00000000-0000-0000-0000-00000000abcd"
+    epoch = h.register(2, 0, incarnation=inc, previous_broker_epoch=clean_epoch)
+    before = len(h.log)
+    assert h.register(2, 0, incarnation=inc, previous_broker_epoch=clean_epoch) == epoch
+    assert len(h.log) == before + 1  # its RegisterBrokerRecord alone
+    assert h.partition("t", 0).elr == (2,)
+    h.heartbeat(2, 0)
+    h.fence(1)
+    p = h.partition("t", 0)
+    assert (p.leader, p.isr) == (2, (2,))
