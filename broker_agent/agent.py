@@ -46,7 +46,11 @@ from kraft.clock import mono_ms
 from kraft.config import default_of
 from kraft.security.client_security import NONE, ClientSecurity
 from metadata_log.image import MetadataImage
-from metadata_log.records import LATEST_METADATA_VERSION, METADATA_VERSION_FEATURE
+from metadata_log.records import (
+    ELIGIBLE_LEADER_REPLICAS_FEATURE,
+    LATEST_METADATA_VERSION,
+    METADATA_VERSION_FEATURE,
+)
 
 log = logging.getLogger("broker_agent")
 
@@ -638,6 +642,13 @@ class BrokerAgent:
                     "name": METADATA_VERSION_FEATURE,
                     "min_supported_version": 1,
                     "max_supported_version": LATEST_METADATA_VERSION,
+                },
+                # KIP-966: this agent follows the ELR rules (clean shutdown file,
+                # previous_broker_epoch), so the controller may finalize them
+                {
+                    "name": ELIGIBLE_LEADER_REPLICAS_FEATURE,
+                    "min_supported_version": 0,
+                    "max_supported_version": 1,
                 },
             ),
             previous_broker_epoch=previous,

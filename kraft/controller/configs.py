@@ -38,6 +38,16 @@ def _one_of(*choices: str) -> Callable[[str], bool]:
     return lambda v: v in choices
 
 
+def _boolean(v: str) -> bool:
+    # Kafka's ConfigDef reads a BOOLEAN trimmed and in any case ("TRUE", " true ")
+    return v.strip().lower() in ("true", "false")
+
+
+def config_true(value: str | None) -> bool:
+    """A stored boolean config as Kafka reads it (`Boolean.parseBoolean`, any case)."""
+    return value is not None and value.strip().lower() == "true"
+
+
 def _cleanup_policy(v: str) -> bool:
     parts = [p.strip() for p in v.split(",")]
     return bool(parts) and all(p in ("delete", "compact") for p in parts)
@@ -59,7 +69,7 @@ TOPIC_CONFIGS: dict[str, tuple[Callable[[str], bool], str]] = {
         _one_of("CreateTime", "LogAppendTime"),
         "CreateTime or LogAppendTime",
     ),
-    UNCLEAN_LEADER_ELECTION_ENABLE: (_one_of("true", "false"), "true or false"),
+    UNCLEAN_LEADER_ELECTION_ENABLE: (_boolean, "true or false"),
 }
 
 

@@ -27,6 +27,7 @@ from kraft.controller.balance import LeaderBalancer, balance_reply
 from kraft.controller.configs import (
     MIN_INSYNC_REPLICAS,
     UNCLEAN_LEADER_ELECTION_ENABLE,
+    config_true,
 )
 from kraft.controller.errors import ApiError, invalid
 from kraft.controller.heartbeat import BrokerControlState, BrokerHeartbeatManager
@@ -170,7 +171,6 @@ class ControllerResult:
         )
 
 
-
 def _amends(existing: Any, record: RegisterBrokerRecord) -> bool:
     """Whether a RegisterBrokerRecord amends the registration it replaces (the same
     incarnation and epoch: a retried registration) rather than starting a new one."""
@@ -179,6 +179,7 @@ def _amends(existing: Any, record: RegisterBrokerRecord) -> bool:
         and existing.incarnation_id == record.incarnation_id
         and existing.broker_epoch == record.broker_epoch
     )
+
 
 class QuorumController:
     def __init__(
@@ -367,7 +368,7 @@ class QuorumController:
         value = self.image.topic_configs(topic_name).get(UNCLEAN_LEADER_ELECTION_ENABLE)
         if value is None:
             return self.config.unclean_leader_election_enable
-        return value == "true"
+        return config_true(value)
 
     def elr_enabled(self) -> bool:
         """KIP-966 is on: the feature eligible.leader.replicas.version >= 1."""
@@ -536,13 +537,14 @@ class QuorumController:
             )
         mv = self.image.features.get(METADATA_VERSION_FEATURE, LATEST_METADATA_VERSION)
         for f in req.features:
-            if (
-                f.name == METADATA_VERSION_FEATURE
-                and not f.min_supported_version <= mv <= f.max_supported_version
-            ):
+            # every feature the broker lists must include the finalized level (0
+            # for one not finalized), as Kafka's processRegistrationFeature checks;
+            # a feature it does not list is taken as supported
+            level = mv if f.name == METADATA_VERSION_FEATURE else self.image.features.get(f.name, 0)
+            if not f.min_supported_version <= level <= f.max_supported_version:
                 raise invalid(
-                    f"broker {req.broker_id} supports metadata.version {f.min_supported_version}-"
-                    f"{f.max_supported_version}, the cluster is at {mv}"
+                    f"broker {req.broker_id} supports {f.name} {f.min_supported_version}-"
+                    f"{f.max_supported_version}, the cluster is at {level}"
                 )
         if existing is not None and existing.incarnation_id == req.incarnation_id:
             # The same process again (its first reply was lost, or it missed the

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kraft.controller.configs import (
     MIN_INSYNC_REPLICAS,
     UNCLEAN_LEADER_ELECTION_ENABLE,
+    config_true,
     validate_topic_configs,
 )
 from kraft.controller.errors import ApiError
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 # A command's records and its reply (the controller wraps them in a ControllerResult).
 Written = tuple[list[MetadataRecord], dict[str, Any]]
 
-_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_NAME_LENGTH = 249
 
 
@@ -64,7 +65,7 @@ def validate_topic_name(name: str) -> None:
             "INVALID_TOPIC_EXCEPTION",
             f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters",
         )
-    if not _TOPIC_NAME.match(name):
+    if not _TOPIC_NAME.fullmatch(name):  # match's $ also takes a final \n
         raise ApiError(
             "INVALID_TOPIC_EXCEPTION",
             f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'",
@@ -233,7 +234,7 @@ def alter_configs(c: QuorumController, req: AlterConfigsRequest) -> Written:
     # Enabling unclean election elects leaders for leaderless partitions now, as Kafka does.
     topic = c.image.topic_by_name(req.name)
     after: dict[int, PartitionRegistration] = {}
-    if req.configs.get(UNCLEAN_LEADER_ELECTION_ENABLE) == "true":
+    if config_true(req.configs.get(UNCLEAN_LEADER_ELECTION_ENABLE)):
         keys = [k for k in c.index.leaderless if k[0] == topic.topic_id]
         for _topic_id, pid in sorted(keys):
             rec = c.partition_builder(topic, pid, unclean=True).build()
