@@ -118,12 +118,25 @@ def placement(
     c: QuorumController, partitions: int, rf: int, first_partition_id: int
 ) -> list[tuple[int, ...]]:
     usable = usable_brokers(c)
-    if rf > len(usable):
+    if rf <= len(usable):
+        return place_replicas(usable, partitions, rf, c.rng, first_partition_id)
+    # As Kafka's StripedReplicaPlacer: the replication factor is checked against
+    # every registered broker not shutting down, fenced ones too (a rolling restart
+    # does not stop topic creation); it needs one unfenced broker, and a fenced
+    # replica comes after the unfenced ones (the leader is the first of the ISR).
+    registered = {
+        bid: b.rack for bid, b in c.image.brokers.items() if not b.in_controlled_shutdown
+    }
+    if rf > len(registered):
         raise ApiError(
             "INVALID_REPLICATION_FACTOR",
-            f"replication factor {rf} is larger than the {len(usable)} available (unfenced) brokers",
+            f"replication factor {rf} is larger than the {len(registered)} registered brokers "
+            "(not shutting down)",
         )
-    return place_replicas(usable, partitions, rf, c.rng, first_partition_id)
+    if not usable:
+        raise ApiError("INVALID_REPLICATION_FACTOR", "all brokers are currently fenced")
+    placed = place_replicas(registered, partitions, rf, c.rng, first_partition_id)
+    return [tuple(sorted(replicas, key=lambda r: r not in usable)) for replicas in placed]
 
 
 def create_topic(c: QuorumController, req: CreateTopicRequest) -> Written:

@@ -71,3 +71,23 @@ def test_a_broker_must_support_every_finalized_feature_it_lists() -> None:
         register(8, BrokerFeature("some.new.feature", 1, 2))
     register(9, BrokerFeature("eligible.leader.replicas.version", 0, 1))
     assert 9 in h.c.image.brokers
+
+
+def test_a_fenced_broker_counts_for_the_replication_factor_and_comes_last() -> None:
+    """Creating rf=3 with one of three brokers fenced (a rolling restart) was
+    refused; Kafka places it, the fenced broker after the unfenced ones."""
+    h = Harness()
+    for b in (1, 2, 3):
+        h.unfenced_broker(b)
+    h.fence(2)
+    h.apply(h.c.create_topic(CreateTopicRequest("t", 6, 3, None, {}), 0))
+    for pid in range(6):
+        p = h.partition("t", pid)
+        assert sorted(p.replicas) == [1, 2, 3] and p.replicas[-1] == 2, p
+        assert 2 not in p.isr and p.leader in (1, 3)
+    with pytest.raises(ApiError, match="larger than the 3 registered brokers"):
+        h.c.create_topic(CreateTopicRequest("u", 1, 4, None, {}), 0)
+    h.fence(1)
+    h.fence(3)
+    with pytest.raises(ApiError, match="all brokers are currently fenced"):
+        h.c.create_topic(CreateTopicRequest("u", 1, 2, None, {}), 0)
