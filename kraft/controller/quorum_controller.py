@@ -867,6 +867,13 @@ class QuorumController:
             raise invalid(
                 f"broker {req.broker_id} is not the leader of {topic.name}-{req.partition_id} ({p.leader})"
             )
+        if req.partition_epoch > p.partition_epoch:
+            # as for a newer leader epoch (Kafka's validateAlterPartitionData): this
+            # controller is behind, the leader should find the active one
+            raise ApiError(
+                "NOT_CONTROLLER",
+                f"partition epoch {req.partition_epoch} is newer than this controller knows",
+            )
         if req.partition_epoch != p.partition_epoch:
             raise ApiError(
                 "INVALID_UPDATE_VERSION",

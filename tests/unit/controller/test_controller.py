@@ -366,7 +366,9 @@ def test_alter_partition_shrink_and_expand() -> None:
     [
         ({"broker_epoch": 999}, "STALE_BROKER_EPOCH"),
         ({"leader_epoch": -1}, "FENCED_LEADER_EPOCH"),
-        ({"partition_epoch": 99}, "INVALID_UPDATE_VERSION"),
+        ({"partition_epoch": -1}, "INVALID_UPDATE_VERSION"),
+        # newer than the controller's: it is behind (Kafka's validateAlterPartitionData)
+        ({"partition_epoch": 99}, "NOT_CONTROLLER"),
         ({"topic_id": "nope"}, "UNKNOWN_TOPIC_OR_PARTITION"),
         ({"broker_id": 2}, "STALE_BROKER_EPOCH"),
         ({"leader_recovery_state": RECOVERING}, "INVALID_REQUEST"),
