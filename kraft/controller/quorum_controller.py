@@ -546,31 +546,23 @@ class QuorumController:
                     f"broker {req.broker_id} supports {f.name} {f.min_supported_version}-"
                     f"{f.max_supported_version}, the cluster is at {level}"
                 )
-        if existing is not None and existing.incarnation_id == req.incarnation_id:
-            # The same process again (its first reply was lost, or it missed the
-            # reply's epoch): Kafka amends the registration. Same epoch, same fenced
-            # and shutdown state, and not an unclean shutdown: its log is whole.
-            amended = RegisterBrokerRecord(
-                broker_id=req.broker_id,
-                incarnation_id=req.incarnation_id,
-                broker_epoch=existing.broker_epoch,
-                endpoints=req.listeners,
-                features=req.features,
-                rack=req.rack,
-                fenced=existing.fenced,
-                in_controlled_shutdown=existing.in_controlled_shutdown,
-            )
-            return ControllerResult((amended,), {"broker_epoch": existing.broker_epoch})
+        # The same process again (its first reply was lost, or it missed the
+        # reply's epoch): Kafka amends the registration. Same epoch, same fenced
+        # and shutdown state, and not an unclean shutdown: its log is whole.
+        amend = existing is not None and existing.incarnation_id == req.incarnation_id
+        epoch = existing.broker_epoch if amend else next_offset
         record = RegisterBrokerRecord(
             broker_id=req.broker_id,
             incarnation_id=req.incarnation_id,
-            broker_epoch=next_offset,
+            broker_epoch=epoch,
             endpoints=req.listeners,
             features=req.features,
             rack=req.rack,
-            fenced=True,
-            in_controlled_shutdown=False,
+            fenced=existing.fenced if amend else True,
+            in_controlled_shutdown=amend and existing.in_controlled_shutdown,
         )
+        if amend:
+            return ControllerResult((record,), {"broker_epoch": epoch})
         # The partition changes are generated lazily, as a fence's are (a broker in a
         # million ISRs): the RegisterBrokerRecord comes first so that its offset is
         # the epoch (in a metadata transaction the epoch is the write's first

@@ -124,9 +124,7 @@ def placement(
     # every registered broker not shutting down, fenced ones too (a rolling restart
     # does not stop topic creation); it needs one unfenced broker, and a fenced
     # replica comes after the unfenced ones (the leader is the first of the ISR).
-    registered = {
-        bid: b.rack for bid, b in c.image.brokers.items() if not b.in_controlled_shutdown
-    }
+    registered = {bid: b.rack for bid, b in c.image.brokers.items() if not b.in_controlled_shutdown}
     if rf > len(registered):
         raise ApiError(
             "INVALID_REPLICATION_FACTOR",
