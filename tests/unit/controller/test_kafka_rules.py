@@ -23,7 +23,7 @@ def test_a_topic_name_is_only_kafka_s_characters(name: str) -> None:
 
 @pytest.mark.parametrize("value", ["TRUE", "True", " true "])
 def test_a_boolean_config_is_read_in_any_case_as_kafka_s_configdef(value: str) -> None:
-    """"TRUE" was refused (INVALID_CONFIG); stored, it elects as "true" does."""
+    """ "TRUE" was refused (INVALID_CONFIG); stored, it elects as "true" does."""
     h = Harness()
     for b in (1, 2):
         h.unfenced_broker(b)
