@@ -199,7 +199,7 @@ class Checker:
         if t is TopicRecord:
             self.topics.add((rec.name, rec.topic_id))
         elif t is RegisterBrokerRecord:
-            if rec.broker_epoch not in (off, first):
+            if rec.broker_epoch not in (off, first) and not _amends(self.reference, rec):
                 self.sim.fail(f"RegisterBrokerRecord at {off} carries epoch {rec.broker_epoch}")
             self.registrations.add((rec.broker_id, rec.broker_epoch))
 
@@ -213,7 +213,11 @@ class Checker:
         for rec in records:
             if type(rec) is RegisterBrokerRecord:
                 old = img.brokers.get(rec.broker_id)
-                if old is not None and rec.broker_epoch <= old.broker_epoch:
+                if (
+                    old is not None
+                    and rec.broker_epoch <= old.broker_epoch
+                    and not _amends(img, rec)
+                ):
                     sim.fail(
                         f"broker {rec.broker_id} epoch {old.broker_epoch} -> {rec.broker_epoch}"
                     )
@@ -367,3 +371,13 @@ class Checker:
                 ref
             ):
                 self.sim.fail(f"n{n.node_id}'s image differs from the committed log's replay")
+
+
+def _amends(image: Any, rec: Any) -> bool:
+    """A retried registration (the same incarnation) keeps the broker's epoch."""
+    old = image.brokers.get(rec.broker_id)
+    return (
+        old is not None
+        and old.incarnation_id == rec.incarnation_id
+        and old.broker_epoch == rec.broker_epoch
+    )

@@ -83,8 +83,10 @@ def test_corrupt_segment_fails_the_job_naming_file_and_offset(
     with pytest.raises(Exception) as exc2:
         run_job(spark, log, out, report=False)
     assert str(seg) in (user_message(exc2.value) or "")
-    # never a partial history: neither this run's other files nor an earlier run's
-    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+    # never a partial history: nothing of this run, and the earlier run's outputs
+    # and the other files as they were (a failed rerun used to delete the last good run)
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt", "summary.json"]
+    assert (out / "summary.json").read_text() == "{}"
 
 
 def test_missing_batches_between_segments_is_an_error(spark: Any, log: Path) -> None:
