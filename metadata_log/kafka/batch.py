@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import crc32c
-import numpy as np
 
 from metadata_log.batch import MAX_BATCH_BYTES  # one corruption bound for both formats
 from metadata_log.errors import CorruptBatchError, IncompleteBatchError, MetadataLogError
@@ -221,7 +220,10 @@ def decompress(codec: int, data: bytes, path: str, h: KafkaBatchHeader) -> bytes
         return _snappy(cramjam, data, path, h)
     into = cramjam.lz4.decompress_into if codec == 3 else cramjam.zstd.decompress_into
     # Into a buffer one byte over the bound: numpy's empty array is only given
-    # memory as it is written, and a frame that fills it is too big.
+    # memory as it is written, and a frame that fills it is too big. (Imported
+    # here: reading an uncompressed log, dump-log's case, need not load numpy.)
+    import numpy as np
+
     out = np.empty(MAX_DECOMPRESSED_BYTES + 1, np.uint8)
     try:
         n = into(data, out)
