@@ -177,17 +177,17 @@ def run_job(
     source = log_source(log_dir, files[0].fmt)
     out.mkdir(parents=True, exist_ok=True)
     stage = out / STAGING
-    _remove(stage)  # a run killed before it could clean up
+    remove_output(stage)  # a run killed before it could clean up
     stage.mkdir()
     try:
         result = _run(spark, files, stage, as_of_offset, as_of_time_ms, report, source)
         for name in OUTPUTS:
-            _remove(out / name)  # an output this run did not make (state_as_of) goes too
+            remove_output(out / name)  # an output this run did not make (state_as_of) goes too
             if (stage / name).exists():
                 (stage / name).rename(out / name)
         return result
     finally:
-        _remove(stage)
+        remove_output(stage)
 
 
 def log_source(log_dir: str | Path, fmt: str) -> dict[str, Any]:
@@ -226,7 +226,8 @@ OUTPUTS = ("records", *TABLES, "state_as_of", "_work", "summary.json", "report.h
 STAGING = "_staging"  # a run's outputs until it succeeded
 
 
-def _remove(p: Path) -> None:
+def remove_output(p: Path) -> None:
+    """An output folder or file gone (a symlink itself, not what it points to)."""
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p)
     elif p.exists() or p.is_symlink():

@@ -41,6 +41,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spark_replay.cli import remove_output
 from spark_replay.whatif.facts import Facts, read_facts
 from spark_replay.whatif.metrics import scenario_metrics, table_differences
 from spark_replay.whatif.replay import (
@@ -86,11 +87,7 @@ def check_racks(facts: Facts, scenarios: list[Scenario]) -> None:
 
 def clear_outputs(out: Path) -> None:
     for name in OUTPUTS:
-        p = out / name
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
+        remove_output(out / name)
 
 
 def _write_part(out: str, table_dir: str, index: int, table: pa.Table) -> None:
