@@ -74,9 +74,17 @@ async def test_voter_routes_refuse_clearly_and_the_snapshot_keeps_the_voter_set(
 
             async def dirs_known():
                 st, q = await call(s, "GET", lurl + "/v1/quorum")
-                return st == 200 and all(v["directory_id"] for v in q["voters"]) and q
+                # The leader's view is its newest voter set: the VotersRecord that
+                # adds the directory ids may not be committed yet (a change made
+                # then is 409 CONCURRENT_VOTER_CHANGE), so wait for the commit too.
+                return (
+                    st == 200
+                    and all(v["directory_id"] for v in q["voters"])
+                    and q["high_watermark"] >= q["log_end_offset"]
+                    and q
+                )
 
-            q = await _wait(dirs_known, 10, "the leader to learn every directory id")
+            q = await _wait(dirs_known, 10, "the leader to learn and commit every directory id")
             dirs = {v["node_id"]: v["directory_id"] for v in q["voters"]}
             for i in (1, 2, 3):
                 assert dirs[i] == directory_id_of(tmp_path / f"c{i}")
