@@ -39,7 +39,8 @@ class BrokerHeartbeatState:
     broker_id: int
     last_contact_ms: int
     metadata_offset: int = -1
-    # offset of the records that put the broker into controlled shutdown, -1 if none
+    # last offset of the write that put the broker into controlled shutdown (its
+    # leadership moves), -1 if none; granted once every other active broker passed it
     controlled_shutdown_offset: int = -1
     fenced: bool = True
 
@@ -113,6 +114,18 @@ class BrokerHeartbeatManager:
         s = self._brokers.get(broker_id)
         if s is not None and s.controlled_shutdown_offset < 0:
             s.controlled_shutdown_offset = offset
+
+    def move_controlled_shutdown_offset(self, broker_id: int, offset: int) -> None:
+        """The write that began the shutdown ended at `offset` (only ever later)."""
+        s = self._brokers.get(broker_id)
+        if s is not None and s.shutting_down:
+            s.controlled_shutdown_offset = max(s.controlled_shutdown_offset, offset)
+
+    def clear_controlled_shutdown(self, broker_id: int) -> None:
+        """The shutdown's records were aborted with their transaction."""
+        s = self._brokers.get(broker_id)
+        if s is not None:
+            s.controlled_shutdown_offset = -1
 
     def has_valid_session(self, broker_id: int, now_ms: int) -> bool:
         s = self._brokers.get(broker_id)

@@ -54,6 +54,7 @@ from metadata_log.records import (
     RECOVERED,
     RECOVERING,
     TOPIC_RESOURCE,
+    AbortTransactionRecord,
     BrokerRegistrationChangeRecord,
     EndTransactionRecord,
     FeatureLevelRecord,
@@ -197,8 +198,16 @@ class QuorumController:
         self.heartbeats: BrokerHeartbeatManager | None = None  # only while active
         self.now_ms = 0
         # Offset at which each broker entered controlled shutdown (from replay, so a
-        # new active controller knows it too).
+        # new active controller knows it too): the last offset of the write that
+        # moved its leaderships away, as Kafka's processBatchEndOffset. Brokers
+        # past it have every one of those moves, even when the write was a
+        # transaction over many batches (a broker reports an offset inside an
+        # open transaction whose records it has not applied yet).
         self._shutdown_offsets: dict[int, int] = {}
+        # Brokers whose BrokerRegistrationChangeRecord was replayed in a write that
+        # has not ended yet (a batch being replayed, or an open transaction): their
+        # offset above is still the record's own, moved to the write's end.
+        self._shutdown_write: set[int] = set()
         # The offset of each broker's last registration change replayed here (none:
         # before the snapshot this image started from, so committed).
         self._broker_changed_at: dict[int, int] = {}
@@ -231,11 +240,13 @@ class QuorumController:
                         hb.note_contact(b, self.now_ms)
                     return
                 self._shutdown_offsets.pop(b, None)
+                self._shutdown_write.discard(b)
                 if hb is not None:
                     hb.register(b, record.fenced, self.now_ms)
             case UnregisterBrokerRecord(broker_id=b):
                 self._broker_changed_at[b] = offset
                 self._shutdown_offsets.pop(b, None)
+                self._shutdown_write.discard(b)
                 if hb is not None:
                     hb.remove(b)
             case FenceBrokerRecord(id=b):
@@ -246,12 +257,31 @@ class QuorumController:
                 self._broker_changed_at[b] = offset
             case BrokerRegistrationChangeRecord(broker_id=b):
                 self._broker_changed_at[b] = offset
-                if record.in_controlled_shutdown == 1:
-                    self._shutdown_offsets.setdefault(b, offset)
+                if record.in_controlled_shutdown == 1 and b not in self._shutdown_offsets:
+                    self._shutdown_offsets[b] = offset
+                    self._shutdown_write.add(b)
                     if hb is not None:
                         hb.mark_controlled_shutdown(b, offset)
                 if record.fenced == FENCE_YES and hb is not None:
                     hb.fence(b)
+            case AbortTransactionRecord():
+                # the transaction's shutdown records never took effect
+                for b in self._shutdown_write:
+                    self._shutdown_offsets.pop(b, None)
+                    if hb is not None:
+                        hb.clear_controlled_shutdown(b)
+                self._shutdown_write.clear()
+
+    def _end_of_write(self, last_offset: int) -> None:
+        """A write ended at `last_offset` (a batch replayed with no transaction open,
+        or a transaction's end): the brokers it put into controlled shutdown wait
+        for the other brokers to pass its last record, not its first."""
+        hb = self.heartbeats
+        for b in self._shutdown_write:
+            self._shutdown_offsets[b] = last_offset
+            if hb is not None:
+                hb.move_controlled_shutdown_offset(b, last_offset)
+        self._shutdown_write.clear()
 
     def replay_batch(
         self, base_offset: int, records: Iterable[Record], append_time_ms: int = 0
@@ -271,6 +301,8 @@ class QuorumController:
                 self.replay(recs[i], base_offset + i)
                 j += 1
             i = j
+        if self._shutdown_write and n and not self.image.in_transaction:
+            self._end_of_write(base_offset + n - 1)
         self.image.last_append_time_ms = max(self.image.last_append_time_ms, append_time_ms)
 
     def replay_in_steps(
@@ -296,6 +328,8 @@ class QuorumController:
             if end > 0:
                 self.replay_batch(base_offset + i, chunk[:end], append_time_ms)
             yield from self.image.replay_in_steps(chunk[end], base_offset + i + end, step)
+            if self._shutdown_write:
+                self._end_of_write(base_offset + i + end)
             i += end + 1
 
     def load_snapshot(self, image: MetadataImage) -> None:
@@ -311,6 +345,7 @@ class QuorumController:
         self._shutdown_offsets = {
             b.broker_id: image.offset for b in image.brokers.values() if b.in_controlled_shutdown
         }
+        self._shutdown_write = set()
         self._broker_changed_at = {}
 
     def activate(self, now_ms: int) -> None:
@@ -323,7 +358,9 @@ class QuorumController:
         hb = BrokerHeartbeatManager(self.config.session_timeout_ms)
         for b in self.image.brokers.values():
             hb.register(b.broker_id, b.fenced, now_ms)
-            if b.broker_id in self._shutdown_offsets:
+            # the image decides: a shutdown record of a transaction the new leader
+            # is about to abort is in _shutdown_offsets but not in the image
+            if b.in_controlled_shutdown and b.broker_id in self._shutdown_offsets:
                 hb.mark_controlled_shutdown(b.broker_id, self._shutdown_offsets[b.broker_id])
         self.heartbeats = hb
         self._balancer.reset()
@@ -972,6 +1009,7 @@ _BROKER_RECORDS = frozenset(
         FenceBrokerRecord,
         UnfenceBrokerRecord,
         BrokerRegistrationChangeRecord,
+        AbortTransactionRecord,  # drops the transaction's controlled shutdowns
     }
 )
 

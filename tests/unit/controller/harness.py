@@ -50,10 +50,11 @@ class Harness:
         if result is None:
             return None
         result = result.drained()
-        for rec in result.records:
-            off = self.next_offset
-            self.log.append((off, rec))
-            self.c.replay(rec, off)
+        # one write, one batch: replayed as the shell replays a committed batch
+        base = self.next_offset
+        self.log.extend((base + i, rec) for i, rec in enumerate(result.records))
+        if result.records:
+            self.c.replay_batch(base, list(result.records))
         return result
 
     def register(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import pytest
 
+from kraft.controller.batching import to_batches
 from kraft.controller.errors import ApiError
 from kraft.controller.heartbeat import BrokerControlState, BrokerHeartbeatManager
+from kraft.controller.quorum_controller import QuorumController
 from kraft.controller.requests import (
     AlterConfigsRequest,
     AlterPartitionRequest,
@@ -22,8 +25,11 @@ from metadata_log.image import MetadataImage
 from metadata_log.records import (
     RECOVERED,
     RECOVERING,
+    AbortTransactionRecord,
+    BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
     Endpoint,
+    EndTransactionRecord,
     FenceBrokerRecord,
     PartitionChangeRecord,
     RegisterBrokerRecord,
@@ -266,10 +272,9 @@ def test_controlled_shutdown_moves_leadership_then_completes() -> None:
         ),
         PartitionChangeRecord(tid, 0, isr=(1, 2), leader=1),
     ]
-    # Waits until the lowest active broker's offset reached the shutdown record.
-    # (Kafka: the shutdown offset is the BrokerRegistrationChangeRecord's; brokers
-    # apply whole batches, so reaching it means having the leadership moves too.)
-    h.heartbeat(1, 20, offset=start - 1)
+    # Waits until the lowest active broker's offset reached the end of the
+    # shutdown's write (Kafka's processBatchEndOffset): its last leadership move.
+    h.heartbeat(1, 20, offset=start + 1)
     h.heartbeat(2, 20, offset=start)
     assert not h.heartbeat(0, 30, want_shutdown=True)["should_shut_down"]
     h.heartbeat(1, 40)
@@ -277,6 +282,80 @@ def test_controlled_shutdown_moves_leadership_then_completes() -> None:
     reply = h.heartbeat(0, 50, want_shutdown=True)
     assert reply["should_shut_down"] and reply["is_fenced"]
     assert h.c.image.brokers[0].fenced
+
+
+def _shutdown_as_transaction(h: Harness, broker: int, now: int) -> tuple[int, int, int]:
+    """`broker` asks for a controlled shutdown; its write (many leaderships) is
+    appended as a metadata transaction over several batches and replayed batch by
+    batch, as the shell does. Returns the offsets of the BeginTransactionRecord,
+    the BrokerRegistrationChangeRecord and the EndTransactionRecord."""
+    epoch = h.c.image.brokers[broker].broker_epoch
+    req = BrokerHeartbeatRequest(broker, epoch, h.next_offset, False, True)
+    res = h.c.heartbeat(req, now).drained()
+    assert res.reply["in_controlled_shutdown"]
+    plan = to_batches(list(res.records), 400)
+    assert len(plan.batches) > 2 and type(plan.records[0]) is BeginTransactionRecord
+    base = off = h.next_offset
+    for b in plan.batches:
+        recs = plan.records[off - base : off - base + b.record_count]
+        h.c.replay_batch(off, recs)
+        h.log.extend((off + i, r) for i, r in enumerate(recs))
+        off += b.record_count
+    assert type(plan.records[1]) is BrokerRegistrationChangeRecord
+    assert type(plan.records[-1]) is EndTransactionRecord
+    return base, base + 1, off - 1
+
+
+def test_controlled_shutdown_waits_for_the_end_of_its_transaction() -> None:
+    """Kafka's processBatchEndOffset: a broker that reports an offset inside the
+    shutdown's transaction has not applied its leadership moves (they apply at the
+    end record), so the shutdown waits for the end, not the first record."""
+    h = Harness()
+    for b in (0, 1, 2):
+        h.unfenced_broker(b)
+    h.create_topic("t", [[0, 1, 2]] * 60)
+    _, change, end = _shutdown_as_transaction(h, 0, 10)
+    assert not h.c.index.leads_any(0)
+    # Both others are past the change record, inside the transaction: not yet.
+    h.heartbeat(1, 20, offset=end - 1)
+    h.heartbeat(2, 20, offset=change + 3)
+    assert not h.heartbeat(0, 30, want_shutdown=True)["should_shut_down"]
+    h.heartbeat(2, 40, offset=end)
+    assert not h.heartbeat(0, 50, want_shutdown=True)["should_shut_down"]
+    h.heartbeat(1, 60, offset=end)
+    reply = h.heartbeat(0, 70, want_shutdown=True)
+    assert reply["should_shut_down"] and h.c.image.brokers[0].fenced
+
+
+def test_an_aborted_shutdown_transaction_leaves_no_shutdown_behind() -> None:
+    """A leader that failed mid-way leaves the shutdown's transaction open; the
+    next one aborts it. The broker is then not shutting down, and its next request
+    starts a new shutdown whose offset is the new write's end."""
+    h = Harness()
+    for b in (0, 1, 2):
+        h.unfenced_broker(b)
+    h.create_topic("t", [[0, 1, 2]] * 60)
+    epoch = h.c.image.brokers[0].broker_epoch
+    res = h.c.heartbeat(BrokerHeartbeatRequest(0, epoch, h.next_offset, False, True), 10)
+    records = list(res.drained().records)
+    base = h.next_offset
+    # the first half of the transaction, then the abort
+    half = [BeginTransactionRecord("shutdown"), *records[: len(records) // 2]]
+    h.c.replay_batch(base, half)
+    h.log.extend((base + i, r) for i, r in enumerate(half))
+    assert h.c.heartbeats.state(0).shutting_down
+    h.c.replay_batch(h.next_offset, [AbortTransactionRecord()])
+    h.log.append((h.next_offset, AbortTransactionRecord()))
+    assert not h.c.heartbeats.state(0).shutting_down
+    assert not h.c.image.brokers[0].in_controlled_shutdown
+    # A standby that saw the open transaction and becomes active: the image decides.
+    standby = QuorumController(h.config, random.Random(2))
+    standby.replay_batch(0, [r for _, r in h.log[:-1]])
+    standby.activate(100)
+    assert not standby.heartbeats.state(0).shutting_down
+    # The broker asks again: a new shutdown, waiting for its own write's end.
+    _, _, end = _shutdown_as_transaction(h, 0, 20)
+    assert h.c.heartbeats.state(0).controlled_shutdown_offset == end
 
 
 # ---------------------------------------------------------------- topics
