@@ -17,8 +17,10 @@ Two layers:
   `GET /v1/quorum` (bounded retries with backoff and jitter), then runs the
   RaftClient as an observer with the applier as its listener.
 
-`committed_offset` (the image's offset) is what heartbeats report as
-`current_metadata_offset`.
+`committed_offset` is what heartbeats report as `current_metadata_offset`: the
+image's offset, except inside an open metadata transaction, whose records apply only
+at its end: then the offset before its BeginTransactionRecord (what a Kafka broker
+has published). A broker that reports an offset has every change up to it.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from kraft.security.client_security import NONE, ClientSecurity
 from metadata_log.batch import decode_records, iter_headers
 from metadata_log.errors import MetadataLogError
 from metadata_log.image import MetadataImage, PartitionRegistration
-from metadata_log.records import Record, SnapshotFooter, SnapshotHeader
+from metadata_log.records import BeginTransactionRecord, Record, SnapshotFooter, SnapshotHeader
 from metadata_log.snapshot import SnapshotId
 
 log = logging.getLogger("broker_agent.follower")
@@ -153,11 +155,15 @@ class MetadataApplier:
         self.image.listener = self.index
         self.snapshots_loaded = 0
         self.records_applied = 0
+        # Invariant: the last offset at which no metadata transaction was open
+        # (the image's offset whenever none is open now).
+        self._published = -1
 
     @property
     def committed_offset(self) -> int:
-        """The last offset in the image (-1 when empty)."""
-        return self.image.offset
+        """The last offset whose changes are all in the image (-1 when empty): inside
+        an open transaction, the offset before its BeginTransactionRecord."""
+        return self._published
 
     def load_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         records, log_time = snapshot_records(data, f"<snapshot {snapshot_id.file_name}>")
@@ -165,18 +171,26 @@ class MetadataApplier:
         image.listener = self.index
         self.index.rebuild(image)
         self.image = image
+        self._published = image.offset
         self.snapshots_loaded += 1
 
     def apply_batch(self, base_offset: int, records: Iterable[Record], append_time_ms: int) -> None:
         """Replay one committed batch (offsets already in the image are skipped)."""
         off = base_offset
         image = self.image
+        begun = -1  # offset of this batch's last BeginTransactionRecord
         for rec in records:
             if off > image.offset:
                 image.replay(rec, off)
                 self.records_applied += 1
+                if type(rec) is BeginTransactionRecord:
+                    begun = off
             off += 1
         image.last_append_time_ms = max(image.last_append_time_ms, append_time_ms)
+        if not image.in_transaction:
+            self._published = image.offset
+        elif begun >= 0:
+            self._published = begun - 1
 
 
 class ObserverLog(MemoryLog):

@@ -15,7 +15,14 @@ from kraft.raft.state import ElectionState
 from metadata_log.batch import decode_records, encode_batch, iter_headers
 from metadata_log.errors import MetadataLogError
 from metadata_log.image import MetadataImage
-from metadata_log.records import NoOpRecord, SnapshotFooter, SnapshotHeader
+from metadata_log.records import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    EndTransactionRecord,
+    NoOpRecord,
+    SnapshotFooter,
+    SnapshotHeader,
+)
 from metadata_log.snapshot import SnapshotId
 from tests.cluster_story import cluster_story, story_image
 
@@ -248,6 +255,29 @@ def test_leader_index_follows_partition_changes() -> None:
         for pid, p in t.partitions.items():
             if p.leader >= 0:
                 assert (t.topic_id, pid) in index.leads(p.leader)
+
+
+def test_the_offset_a_broker_reports_is_never_inside_an_open_transaction() -> None:
+    """A transaction's records apply at its end: a broker that reported an offset
+    past its BeginTransactionRecord would tell the controller it had changes it
+    has not (a controlled shutdown granted, or an unfence, too early). It reports
+    the offset before the Begin until the end, as a Kafka broker publishes."""
+    a = MetadataApplier()
+    a.apply_batch(0, [NoOpRecord(), NoOpRecord()], 0)
+    assert a.committed_offset == 1
+    a.apply_batch(2, [NoOpRecord(), BeginTransactionRecord("t"), NoOpRecord()], 0)
+    assert a.image.offset == 4 and a.committed_offset == 2
+    a.apply_batch(5, [NoOpRecord(), NoOpRecord()], 0)  # still inside
+    assert a.committed_offset == 2
+    a.apply_batch(7, [EndTransactionRecord(), NoOpRecord()], 0)
+    assert a.committed_offset == 8
+    # an end and a new begin in one batch: the offset between them
+    a.apply_batch(9, [BeginTransactionRecord("u"), EndTransactionRecord(), NoOpRecord()], 0)
+    assert a.committed_offset == 11
+    a.apply_batch(12, [NoOpRecord(), BeginTransactionRecord("v"), NoOpRecord()], 0)
+    assert a.committed_offset == 12
+    a.apply_batch(15, [AbortTransactionRecord()], 0)
+    assert a.committed_offset == 15
 
 
 def test_malformed_snapshot_is_refused() -> None:
