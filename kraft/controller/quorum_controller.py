@@ -284,8 +284,15 @@ class QuorumController:
         self._shutdown_write.clear()
 
     def replay_batch(
-        self, base_offset: int, records: Iterable[Record], append_time_ms: int = 0
+        self,
+        base_offset: int,
+        records: Iterable[Record],
+        append_time_ms: int = 0,
+        *,
+        ends_write: bool = True,
     ) -> None:
+        """Replay a batch. `ends_write`: its last record ends a write (unless a
+        transaction is still open); False for a slice of a larger batch."""
         observer = self.observer
         if observer is not None and self.active:
             records = records if isinstance(records, list | tuple) else list(records)
@@ -301,7 +308,7 @@ class QuorumController:
                 self.replay(recs[i], base_offset + i)
                 j += 1
             i = j
-        if self._shutdown_write and n and not self.image.in_transaction:
+        if ends_write and self._shutdown_write and n and not self.image.in_transaction:
             self._end_of_write(base_offset + n - 1)
         self.image.last_append_time_ms = max(self.image.last_append_time_ms, append_time_ms)
 
@@ -322,15 +329,17 @@ class QuorumController:
             chunk = records[i : i + step]
             end = next((k for k, r in enumerate(chunk) if type(r) is EndTransactionRecord), -1)
             if end < 0:
-                self.replay_batch(base_offset + i, chunk, append_time_ms)
+                self.replay_batch(base_offset + i, chunk, append_time_ms, ends_write=False)
                 i += len(chunk)
                 continue
             if end > 0:
-                self.replay_batch(base_offset + i, chunk[:end], append_time_ms)
+                self.replay_batch(base_offset + i, chunk[:end], append_time_ms, ends_write=False)
             yield from self.image.replay_in_steps(chunk[end], base_offset + i + end, step)
             if self._shutdown_write:
                 self._end_of_write(base_offset + i + end)
             i += end + 1
+        if self._shutdown_write and n and not self.image.in_transaction:
+            self._end_of_write(base_offset + n - 1)
 
     def load_snapshot(self, image: MetadataImage) -> None:
         """Replace the state with a snapshot's image (a standby far behind, or start-up)."""

@@ -327,6 +327,22 @@ def test_controlled_shutdown_waits_for_the_end_of_its_transaction() -> None:
     assert reply["should_shut_down"] and h.c.image.brokers[0].fenced
 
 
+def test_a_shutdown_batch_replayed_in_slices_waits_for_the_batch_end() -> None:
+    """The shell replays a large batch in slices (replay_in_steps): the write ends
+    with the batch, not with the slice that held the shutdown record."""
+    h = Harness()
+    for b in (0, 1, 2):
+        h.unfenced_broker(b)
+    h.create_topic("t", [[0, 1, 2]] * 10)
+    epoch = h.c.image.brokers[0].broker_epoch
+    res = h.c.heartbeat(BrokerHeartbeatRequest(0, epoch, h.next_offset, False, True), 10)
+    records = list(res.drained().records)
+    base = h.next_offset
+    steps = list(h.c.replay_in_steps(base, records, 0, 2))
+    assert len(steps) > 3
+    assert h.c.heartbeats.state(0).controlled_shutdown_offset == base + len(records) - 1
+
+
 def test_an_aborted_shutdown_transaction_leaves_no_shutdown_behind() -> None:
     """A leader that failed mid-way leaves the shutdown's transaction open; the
     next one aborts it. The broker is then not shutting down, and its next request
