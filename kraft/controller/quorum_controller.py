@@ -275,7 +275,10 @@ class QuorumController:
     def _end_of_write(self, last_offset: int) -> None:
         """A write ended at `last_offset` (a batch replayed with no transaction open,
         or a transaction's end): the brokers it put into controlled shutdown wait
-        for the other brokers to pass its last record, not its first."""
+        for the other brokers to pass its last record, not its first. Nothing
+        while a transaction is still open: its end is the write's end."""
+        if not self._shutdown_write or self.image.in_transaction:
+            return
         hb = self.heartbeats
         for b in self._shutdown_write:
             self._shutdown_offsets[b] = last_offset
@@ -308,7 +311,7 @@ class QuorumController:
                 self.replay(recs[i], base_offset + i)
                 j += 1
             i = j
-        if ends_write and self._shutdown_write and n and not self.image.in_transaction:
+        if ends_write and n:
             self._end_of_write(base_offset + n - 1)
         self.image.last_append_time_ms = max(self.image.last_append_time_ms, append_time_ms)
 
@@ -335,10 +338,9 @@ class QuorumController:
             if end > 0:
                 self.replay_batch(base_offset + i, chunk[:end], append_time_ms, ends_write=False)
             yield from self.image.replay_in_steps(chunk[end], base_offset + i + end, step)
-            if self._shutdown_write:
-                self._end_of_write(base_offset + i + end)
+            self._end_of_write(base_offset + i + end)
             i += end + 1
-        if self._shutdown_write and n and not self.image.in_transaction:
+        if n:
             self._end_of_write(base_offset + n - 1)
 
     def load_snapshot(self, image: MetadataImage) -> None:
