@@ -150,13 +150,16 @@ class Brokers:
                 return
 
     def _loop(self, bid: int, phase: float) -> None:
-        self._stop.wait(phase)
-        while not self._stop.is_set():
+        # A fixed schedule (not a sleep after each reply): the brokers' phases stay
+        # apart however long a request takes, so their last contacts stay distinct.
+        due = time.monotonic() + phase
+        while not self._stop.wait(max(0.0, due - time.monotonic())):
             with self._lock:
                 silent = bid in self._silent
             if not silent:
                 self._heartbeat_once(bid)
-            self._stop.wait(HEARTBEAT_S)
+            due += HEARTBEAT_S
+            due = max(due, time.monotonic())  # a late turn does not burst to catch up
 
     def start(self) -> None:
         for n, bid in enumerate(sorted(self.epochs)):
@@ -279,7 +282,11 @@ def test_three_silent_fenced_one_at_a_time(env: tuple[ControllerQuorum, Brokers]
     victims = (12, 13, 14)
     leader = q.leader()
     assert leader is not None
-    brokers.silence(*victims)
+    # Silenced one heartbeat interval and more apart: their last contacts are
+    # ordered by a margin no request latency under load can undo.
+    for v in victims:
+        brokers.silence(v)
+        time.sleep(HEARTBEAT_S + 0.3)
     wait_fenced(brokers, set(victims), SESSION_S + 5)
     expected = sorted(victims, key=lambda b: brokers.last_contact[b])
     # The committed log of the active controller, replayed record by record.
@@ -340,8 +347,14 @@ def test_failover_while_broker_silent(env: tuple[ControllerQuorum, Brokers]) -> 
     }
     assert epoch_of[fence_offsets[-1]] == new["leader_epoch"]
     q.start(old["node_id"])
-    # the restarted node serves again before the next test talks to it
-    wait_until(lambda: q.quorum(old["node_id"]) is not None, 10.0, what="the restarted controller")
+
+    # the restarted node serves again, and knows the leader (the next test may
+    # take it as the follower that redirects), before the next test talks to it
+    def following() -> bool:
+        v, ld = q.quorum(old["node_id"]), q.leader()
+        return v is not None and ld is not None and v["leader_id"] == ld["node_id"]
+
+    wait_until(following, 15.0, what="the restarted controller following the leader")
     brokers.resume(victim)
     wait_unfenced(brokers, {victim})
 

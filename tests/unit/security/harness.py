@@ -33,8 +33,12 @@ async def start_single(
 ) -> ControllerNode:
     """A one-voter quorum (it elects itself at once); returns it once active."""
     (port,) = free_ports(1)
+    # No idle NoOps (unless overridden): tests check that a refused request wrote
+    # nothing by comparing log offsets, which a NoOp every 500 ms would move.
     cfg = load_config(
-        CONTROLLER_KEYS, str(config_file) if config_file else None, FAST + list(overrides)
+        CONTROLLER_KEYS,
+        str(config_file) if config_file else None,
+        [*FAST, "metadata.max.idle.interval.ms=0", *overrides],
     )
     node = ControllerNode(NodeSettings(node_id, {node_id: ("127.0.0.1", port)}, root, config=cfg))
     await node.start()

@@ -189,13 +189,13 @@ async def test_standbys_replay_and_followers_redirect(tmp_path, monkeypatch):
             offs = [n.controller.image.offset for n in c.nodes.values()]
             return len(set(offs)) == 1
 
-        deadline = time.monotonic() + 5
-        while True:
-            images = {i: n.controller.image.to_dict() for i, n in c.nodes.items()}
-            lo = min(d["offset"] for d in images.values())
-            if all(d["offset"] == lo for d in images.values()) or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.005)
+        # The leader appends a NoOp every 100 ms: compare the images at a moment
+        # when all three are at one offset (cheap check first; no await between it
+        # and the copies, so they are taken at that moment).
+        deadline = time.monotonic() + 10
+        while not await same() and time.monotonic() < deadline:
+            await asyncio.sleep(0.002)
+        images = {i: n.controller.image.to_dict() for i, n in c.nodes.items()}
         topic_views = {i: sorted(t["name"] for t in d["topics"]) for i, d in images.items()}
         assert all(v == ["big", "t"] for v in topic_views.values()), topic_views
         assert images[1] == images[2] == images[3]
@@ -264,12 +264,14 @@ async def test_snapshots_trim_and_restart_loads_them(tmp_path):
                 if b >= 20:
                     await asyncio.sleep(0.1)
         follower = next(i for i in (1, 2, 3) if i != leader.node_id)
-        before = c.nodes[follower].controller.image.to_dict()
+        # every registration above was answered once committed: the leader's
+        # committed offset covers them (the follower's own image may not yet)
+        committed = c.nodes[leader.node_id].raft.high_watermark - 1
         await c.stop(follower)
         node = await c.start(follower)
         assert node.log.latest_snapshot_id() is not None
-        deadline = time.monotonic() + 5
-        while node.controller.image.offset < before["offset"]:
+        deadline = time.monotonic() + 10
+        while node.controller.image.offset < committed:
             assert time.monotonic() < deadline
             await asyncio.sleep(0.02)
         after = node.controller.image.to_dict()
