@@ -23,7 +23,9 @@ Every process is started here and killed by pid.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -249,6 +251,10 @@ def test_grow_replace_and_remove_controllers_while_writes_continue(cluster: Clus
         # ---- a second change while one is pending: refused
         lid = ld["node_id"]
         down = [n for n in IDS if n != lid][:3]
+        # All three at once, then reaped: the removal below must come while the
+        # leader still counts them as fetching (within the 1 s fetch timeout).
+        for n in down:
+            os.kill(c.procs[n].pid, signal.SIGKILL)
         for n in down:
             c.procs[n].kill9()
         victim = down[0]
