@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -284,16 +285,30 @@ def test_controlled_shutdown_moves_leadership_then_completes() -> None:
     assert h.c.image.brokers[0].fenced
 
 
+def _led_by_broker_0(partitions: int) -> Harness:
+    """Brokers 0-2 unfenced, `partitions` partitions of replicas [0, 1, 2]."""
+    h = Harness()
+    for b in (0, 1, 2):
+        h.unfenced_broker(b)
+    h.create_topic("t", [[0, 1, 2]] * partitions)
+    return h
+
+
+def _shutdown_records(h: Harness, broker: int, now: int) -> list[Any]:
+    """The records of `broker`'s controlled shutdown request, not yet replayed."""
+    epoch = h.c.image.brokers[broker].broker_epoch
+    req = BrokerHeartbeatRequest(broker, epoch, h.next_offset, False, True)
+    res = h.c.heartbeat(req, now).drained()
+    assert res.reply["in_controlled_shutdown"]
+    return list(res.records)
+
+
 def _shutdown_as_transaction(h: Harness, broker: int, now: int) -> tuple[int, int, int]:
     """`broker` asks for a controlled shutdown; its write (many leaderships) is
     appended as a metadata transaction over several batches and replayed batch by
     batch, as the shell does. Returns the offsets of the BeginTransactionRecord,
     the BrokerRegistrationChangeRecord and the EndTransactionRecord."""
-    epoch = h.c.image.brokers[broker].broker_epoch
-    req = BrokerHeartbeatRequest(broker, epoch, h.next_offset, False, True)
-    res = h.c.heartbeat(req, now).drained()
-    assert res.reply["in_controlled_shutdown"]
-    plan = to_batches(list(res.records), 400)
+    plan = to_batches(_shutdown_records(h, broker, now), 400)
     assert len(plan.batches) > 2 and type(plan.records[0]) is BeginTransactionRecord
     base = off = h.next_offset
     for b in plan.batches:
@@ -310,10 +325,7 @@ def test_controlled_shutdown_waits_for_the_end_of_its_transaction() -> None:
     """Kafka's processBatchEndOffset: a broker that reports an offset inside the
     shutdown's transaction has not applied its leadership moves (they apply at the
     end record), so the shutdown waits for the end, not the first record."""
-    h = Harness()
-    for b in (0, 1, 2):
-        h.unfenced_broker(b)
-    h.create_topic("t", [[0, 1, 2]] * 60)
+    h = _led_by_broker_0(60)
     _, change, end = _shutdown_as_transaction(h, 0, 10)
     assert not h.c.index.leads_any(0)
     # Both others are past the change record, inside the transaction: not yet.
@@ -330,13 +342,8 @@ def test_controlled_shutdown_waits_for_the_end_of_its_transaction() -> None:
 def test_a_shutdown_batch_replayed_in_slices_waits_for_the_batch_end() -> None:
     """The shell replays a large batch in slices (replay_in_steps): the write ends
     with the batch, not with the slice that held the shutdown record."""
-    h = Harness()
-    for b in (0, 1, 2):
-        h.unfenced_broker(b)
-    h.create_topic("t", [[0, 1, 2]] * 10)
-    epoch = h.c.image.brokers[0].broker_epoch
-    res = h.c.heartbeat(BrokerHeartbeatRequest(0, epoch, h.next_offset, False, True), 10)
-    records = list(res.drained().records)
+    h = _led_by_broker_0(10)
+    records = _shutdown_records(h, 0, 10)
     base = h.next_offset
     steps = list(h.c.replay_in_steps(base, records, 0, 2))
     assert len(steps) > 3
@@ -347,13 +354,8 @@ def test_an_aborted_shutdown_transaction_leaves_no_shutdown_behind() -> None:
     """A leader that failed mid-way leaves the shutdown's transaction open; the
     next one aborts it. The broker is then not shutting down, and its next request
     starts a new shutdown whose offset is the new write's end."""
-    h = Harness()
-    for b in (0, 1, 2):
-        h.unfenced_broker(b)
-    h.create_topic("t", [[0, 1, 2]] * 60)
-    epoch = h.c.image.brokers[0].broker_epoch
-    res = h.c.heartbeat(BrokerHeartbeatRequest(0, epoch, h.next_offset, False, True), 10)
-    records = list(res.drained().records)
+    h = _led_by_broker_0(60)
+    records = _shutdown_records(h, 0, 10)
     base = h.next_offset
     # the first half of the transaction, then the abort
     half = [BeginTransactionRecord("shutdown"), *records[: len(records) // 2]]
