@@ -275,6 +275,7 @@ class Fleet:
                     runner = await self._start_status_server()
                 follower_task = asyncio.create_task(self.follower.run())
                 tasks.append(follower_task)
+                tasks.append(asyncio.create_task(self._watch_follower(follower_task)))
                 status_task = asyncio.create_task(self._status_loop())
                 tasks.append(status_task)
                 ramp = spec.ramp_ms if spec.ramp_ms is not None else RAMP_MS_PER_AGENT * spec.count
@@ -308,6 +309,29 @@ class Fleet:
                 if self.channel is not None:
                     self.channel.close()
         return self.exit_code
+
+    async def _watch_follower(self, task: asyncio.Task[None]) -> None:
+        """The metadata follower ending on its own freezes every agent's image (and
+        the offset its heartbeats report, which other brokers' controlled shutdowns
+        wait for). A Kafka broker whose Raft client fails stops; so does the fleet:
+        a controlled shutdown of every agent, then exit code 1."""
+        await asyncio.wait({task})  # not `await task`: cancelling this must not cancel it
+        follower = self.follower
+        if follower is None or follower.stopped:
+            return
+        exc = None if task.cancelled() else task.exception()
+        reason = follower.failure or (
+            f"{type(exc).__name__}: {exc}" if exc is not None else "it ended (see above)"
+        )
+        log.error(
+            "the metadata follower stopped: shutting the brokers down: %s",
+            reason,
+            exc_info=exc,
+            extra={"event": "follower_stopped", "error": reason},
+        )
+        self.exit_code = max(self.exit_code, 1)
+        if not self._signals:
+            self.shutdown()
 
     async def _wait_forced(self) -> None:
         while self._signals < 2:

@@ -71,6 +71,20 @@ async def wait_event(event: asyncio.Event, timeout_s: float) -> bool:
     return True
 
 
+async def _first_of(
+    event: asyncio.Event, future: asyncio.Future[Any] | None, timeout_s: float
+) -> None:
+    """Wait until `event` is set, `future` is done or `timeout_s` passed."""
+    if future is None:
+        await wait_event(event, timeout_s)
+        return
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter, future}, timeout=timeout_s)
+    finally:
+        waiter.cancel()
+
+
 PartitionKey = tuple[str, int]  # (topic_id, partition_id)
 
 
@@ -435,6 +449,8 @@ class MetadataFollower:
         self._stop_event = asyncio.Event()
         self._stopped = False
         self._discovering_since_ms: int | None = None  # clock() when discovery began
+        # Why the follower ended on its own (the Raft observer failed), else None.
+        self.failure: str | None = None
 
     # ------------------------------------------------------------- reading
 
@@ -551,12 +567,24 @@ class MetadataFollower:
             await self.client.start()
             self._ready_event.set()
             watch = LeaderWatch()
+            failed = self.client.failed
             while not self._stopped:
                 # A controller that was down at start: learn its URL later (bounded).
                 if len(q.urls) < len(q.voters):
                     await self._rediscover()
                 watch.check(self.client.leader_and_epoch.leader_id, self.clock())
-                await wait_event(self._stop_event, 5.0)
+                if failed is not None and failed.done():
+                    # The observer stopped (a record it cannot replay, a snapshot it
+                    # cannot load): the image is frozen. Say so and end, so that the
+                    # brokers stop instead of reporting a stale offset forever.
+                    self.failure = f"the metadata log observer failed: {failed.result()}"
+                    log.error(
+                        "metadata follower stopped: %s",
+                        self.failure,
+                        extra={"event": "metadata_follower_failed", "error": self.failure},
+                    )
+                    return
+                await _first_of(self._stop_event, failed, 5.0)
         finally:
             self._ready_event.set()
             if self.client is not None:
@@ -588,6 +616,11 @@ class MetadataFollower:
             extra={"event": "observer_not_started", "node_id": self.node_id},
         )
         return False
+
+    @property
+    def stopped(self) -> bool:
+        """stop() was called (an end of `run` without it is a failure)."""
+        return self._stopped
 
     def stop(self) -> None:
         self._stopped = True
