@@ -39,8 +39,19 @@ INVALID_RESPONSE = "INVALID_RESPONSE"
 UNEXPECTED_ERROR = "UNEXPECTED_ERROR"
 
 # Errors after which the next attempt goes to another controller: this one is
-# unreachable, overloaded or not speaking the protocol.
-ROTATE_ON = frozenset({NETWORK, "REQUEST_TIMED_OUT", INVALID_RESPONSE})
+# unreachable, overloaded, failing, or not speaking the protocol; or it refuses a
+# credential another controller may take (one that has not reloaded a rotation
+# yet: a registration refused so is final, anything later moves on).
+ROTATE_ON = frozenset(
+    {NETWORK, "REQUEST_TIMED_OUT", INVALID_RESPONSE, "UNKNOWN_SERVER_ERROR", "UNAUTHORIZED"}
+)
+
+
+def moves_on(code: str) -> bool:
+    """Whether the next attempt after `code` goes to another controller. HTTP_<status>
+    is an answer without the protocol's error body: whatever answers at that URL (a
+    proxy, another service) is not a controller; asking it again cannot help."""
+    return code in ROTATE_ON or code.startswith("HTTP_")
 
 
 def _is_epoch(value: Any) -> bool:
@@ -404,7 +415,7 @@ class BrokerLifecycle:
                 self._change(out, BrokerState.SHUTTING_DOWN, "registration lost during shutdown")
                 out.exit_code = 0
                 return out
-        elif code in ROTATE_ON:
+        elif moves_on(code):
             self.selector.rotate()
         self._retry_later(now_ms, reconnect=code == NETWORK)
         return out

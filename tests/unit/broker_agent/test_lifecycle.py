@@ -638,3 +638,31 @@ def test_a_fleet_that_lost_its_connections_together_reconnects_spread_over_a_sec
     now = lc.next_wake_ms()
     lc.on_error(s.request_id, "REQUEST_TIMED_OUT", now)
     assert 80 <= lc.next_wake_ms() - now <= 120
+
+
+@pytest.mark.parametrize("code", ["HTTP_404", "HTTP_502", "UNKNOWN_SERVER_ERROR"])
+def test_an_answer_that_is_no_controllers_moves_on_to_the_next(code: str) -> None:
+    # A URL in --controllers where something else answers (a proxy, another
+    # service): asking it again cannot help, and the first pick is random.
+    lc = make()
+    s = send_one(lc, 0)
+    lc.on_error(s.request_id, code, 0)
+    assert lc.state is S.STARTING and lc.selector.current == (s.controller + 1) % 3
+    again = send_one(lc, lc.next_wake_ms())
+    assert again.kind == "register" and again.controller != s.controller
+
+
+def test_a_heartbeat_refused_a_credential_moves_on_but_a_registration_is_final() -> None:
+    # Running: a controller that has not reloaded a credential rotation yet answers
+    # 401; another may take it. Registering: the configuration is wrong, exit 1.
+    lc = make()
+    register(lc)
+    s = send_one(lc, 1)
+    assert s.kind == "heartbeat"
+    lc.on_error(s.request_id, "UNAUTHORIZED", 1)
+    assert lc.state is S.STARTING and lc.selector.current == (s.controller + 1) % 3
+    assert send_one(lc, lc.next_wake_ms()).controller != s.controller
+    fresh = make()
+    s = send_one(fresh, 0)
+    out = fresh.on_error(s.request_id, "UNAUTHORIZED", 0)
+    assert out.exit_code == 1 and fresh.fatal == "UNAUTHORIZED"
