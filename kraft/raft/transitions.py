@@ -49,9 +49,14 @@ def initial_state(core: RaftCore, es: ElectionState) -> QuorumState:
         return Unattached(log_epoch, None, deadline)
     epoch = es.leader_epoch
     if not core._can_campaign():
+        # Not a voter by its own log, yet it may have voted in this epoch (a voter
+        # its log does not show yet, KIP-853) and candidates still ask it: the
+        # vote is kept, or it could vote twice in one epoch after a restart.
         if es.leader_id is not None and es.leader_id != core.node_id:
-            return Follower(epoch, es.leader_id, None, core._now + core.config.fetch_timeout_ms)
-        return Unattached(epoch, None, None)
+            return Follower(
+                epoch, es.leader_id, es.voted_id, core._now + core.config.fetch_timeout_ms
+            )
+        return Unattached(epoch, es.voted_id, None)
     if es.leader_id == core.node_id:
         # A restarted leader does not know what it committed: it resigns its
         # epoch (refusing votes in it) and lets the others elect.
@@ -67,6 +72,10 @@ def initial_state(core: RaftCore, es: ElectionState) -> QuorumState:
 
 
 def become_unattached(core: RaftCore, epoch: int, voted_id: int | None = None) -> None:
+    if voted_id is None and core._election.leader_epoch == epoch:
+        # the same epoch (a follower whose leader went silent, a removed leader
+        # handing over): a vote cast in it stays cast, in the file and the state
+        voted_id = core._election.voted_id
     deadline = core._election_timeout() if core._can_campaign() else None
     core._persist(ElectionState(epoch, None, voted_id))
     core._set_state(Unattached(epoch, voted_id, deadline))

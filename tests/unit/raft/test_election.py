@@ -163,6 +163,38 @@ def test_one_vote_per_epoch():
     assert answers(core.ready(), 3).vote_granted
 
 
+def test_a_node_that_cannot_campaign_keeps_its_vote_across_a_restart():
+    # KIP-853: node 4 was added as a voter and voted for 1 in epoch 5 before its
+    # log showed the VotersRecord adding it; it then restarted. Candidates still
+    # ask it, so the vote must hold: a second one in epoch 5 could elect a second
+    # leader of that epoch.
+    for es in (ElectionState(5, None, 1), ElectionState(5, 1, 1)):
+        core = make_core(node_id=4, voters=(1, 2, 3), es=es)
+        assert not core.is_voter
+        core.handle_request(vote(2, 5), 10, 1)
+        r = core.ready()
+        assert not answers(r, 1).vote_granted, es
+        assert r.election_state is None  # nothing new written
+        if es.leader_id is None:  # unattached: the same candidate again is idempotent
+            core.handle_request(vote(1, 5), 11, 2)
+            assert answers(core.ready(), 2).vote_granted
+
+
+def test_a_follower_whose_leader_went_silent_keeps_its_vote_in_that_epoch():
+    # Node 4 (not a voter by its log) voted for 2, which then led epoch 5; 2 went
+    # silent. Unattached in the same epoch, 4 must not grant 3 a second vote.
+    core = make_core(node_id=4, voters=(1, 2, 3), es=ElectionState(5, 2, 2))
+    core.tick(core.next_wake_ms())
+    r = core.ready()
+    assert isinstance(core.state, Unattached) and core.epoch == 5
+    assert r.election_state is None or r.election_state.voted_id == 2
+    core.handle_request(vote(3, 5), core._now, 1)
+    assert not answers(core.ready(), 1).vote_granted
+    # a later epoch is a new vote
+    core.handle_request(vote(3, 6), core._now, 2)
+    assert answers(core.ready(), 2).vote_granted
+
+
 def test_vote_refused_to_a_less_up_to_date_log():
     log = build_log([(1, 0, 2), (2, 2, 5)])
     core = make_core(node_id=2, log=log, es=ElectionState(2, None, None))
