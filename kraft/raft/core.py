@@ -90,6 +90,7 @@ from kraft.raft.state import (
     ParkedFetch,
     Prospective,
     QuorumState,
+    ReplicaState,
     Resigned,
     SnapshotFetch,
     Unattached,
@@ -558,6 +559,23 @@ class RaftCore:
 
     # -------------------------------------------------------------------- Fetch
 
+    def _note_fetcher(
+        self, req: FetchRequest | FetchSnapshotRequest, end_offset: int | None
+    ) -> ReplicaState | None:
+        """Account a fetch by the leader (`end_offset`: the fetcher's validated log end,
+        None when there is none to record: diverging, or fetching a snapshot)."""
+        s = self.state
+        assert isinstance(s, Leader)
+        return update_replica(
+            s,
+            self._membership,
+            req,
+            end_offset,
+            self._now,
+            self.log.end_offset,
+            self.config.check_quorum_timeout_ms,
+        )
+
     def _fetch_error(self, req: FetchRequest) -> FetchResponse:
         if req.replica_epoch < self.epoch:
             err = FENCED_LEADER_EPOCH
@@ -580,18 +598,13 @@ class RaftCore:
         start = log.start_offset
         position = log_positions.validate_fetch(log, req.fetch_offset, req.last_fetched_epoch)
         if position is log_positions.SNAPSHOT:
+            # It fetches (check-quorum counts it, as Kafka's handleFetchRequest
+            # does), with no offset of ours to record yet.
+            self._note_fetcher(req, None)
             self._respond(correlation, self._snapshot_response(s, log.latest_snapshot_id()))
             return
         diverging = position.diverging
-        replica = update_replica(
-            s,
-            self._membership,
-            req,
-            None if diverging else req.fetch_offset,
-            self._now,
-            self.log.end_offset,
-            self.config.check_quorum_timeout_ms,
-        )
+        replica = self._note_fetcher(req, None if diverging else req.fetch_offset)
         if diverging is not None:
             self._respond(
                 correlation,
@@ -738,6 +751,10 @@ class RaftCore:
                 correlation, FetchSnapshotResponse(POSITION_OUT_OF_RANGE, self.node_id, s.epoch)
             )
             return
+        # A voter downloading a snapshot (megabytes, over many round trips) is
+        # fetching: check-quorum must not resign the leader under it (Kafka's
+        # handleFetchSnapshotRequest updates check-quorum too).
+        self._note_fetcher(req, None)
         self._respond(
             correlation,
             FetchSnapshotResponse(

@@ -9,14 +9,14 @@ quorum period. The high watermark itself stays in the core, which owns it.
 from __future__ import annotations
 
 from kraft.raft.membership import Membership
-from kraft.raft.messages import FetchRequest
+from kraft.raft.messages import FetchRequest, FetchSnapshotRequest
 from kraft.raft.state import Leader, ReplicaState
 
 
 def update_replica(
     s: Leader,
     membership: Membership,
-    req: FetchRequest,
+    req: FetchRequest | FetchSnapshotRequest,
     end_offset: int | None,
     now_ms: int,
     log_end_offset: int,

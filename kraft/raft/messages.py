@@ -188,6 +188,10 @@ class FetchSnapshotRequest:
     snapshot_id: SnapshotId
     position: int
     max_bytes: int = 1 << 20
+    # As a Fetch's (KIP-853's FetchSnapshot v1 carries the voter key): a voter
+    # downloading a snapshot is fetching, for check-quorum and for voter removals.
+    replica_is_voter: bool = False
+    replica_directory_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

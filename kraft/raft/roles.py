@@ -151,6 +151,8 @@ class FetchingRole(Role[S]):
                 sf.snapshot_id,
                 len(sf.data),
                 cfg.snapshot_chunk_bytes,
+                core.is_voter,
+                core.directory_id,
             )
         else:
             req = FetchRequest(

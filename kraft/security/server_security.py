@@ -303,10 +303,8 @@ def authorize_raft(request: web.Request, msg: Any, voters: frozenset[int]) -> No
 
     principal = request[PRINCIPAL]
     rpc = type(msg).__name__
-    if isinstance(msg, FetchRequest):
+    if isinstance(msg, FetchRequest | FetchSnapshotRequest):
         reason = a.fetch(principal, msg.replica_id, msg.replica_is_voter, rpc)
-    elif isinstance(msg, FetchSnapshotRequest):
-        reason = a.fetch(principal, msg.replica_id, False, rpc)
     else:
         sender = getattr(msg, "candidate_id", None)
         if sender is None:

@@ -488,6 +488,42 @@ def test_follower_behind_the_log_start_loads_the_snapshot_in_chunks():
     assert offsets(resp.records) == [(6, 4)]
 
 
+def test_voters_downloading_a_snapshot_keep_the_leader_past_check_quorum():
+    """Kafka's handleFetchSnapshotRequest counts the fetcher for check-quorum: both
+    followers behind the log start, downloading a snapshot for longer than the
+    check-quorum timeout, must not make the leader resign (it would, and their
+    downloads would start over, for as long as a download outlasts the timeout)."""
+    leader, sid, data = trimmed_leader(chunk=1)
+    timeout = leader.config.check_quorum_timeout_ms
+    start = now = leader._now
+    # Their fetches are below the log start: the leader names the snapshot.
+    for r in (2, 3):
+        leader.handle_request(fetch(r, leader.epoch, 0, 0, max_wait_ms=0), now, 200 + r)
+        assert answers(leader.ready(), 200 + r).snapshot_id == sid
+    corr = 300
+    for position in range(len(data)):
+        now += timeout // 10
+        for r in (2, 3):
+            req = FetchSnapshotRequest(
+                CLUSTER, r, leader.epoch, sid, position, 1, replica_is_voter=True
+            )
+            corr += 1
+            leader.handle_request(req, now, corr)
+            assert answers(leader.ready(), corr).chunk == data[position : position + 1]
+        leader.tick(now)
+        assert leader.is_leader, (position, now)
+    assert now - start > 3 * timeout
+    # An observer's download does not count: once the voters stop, it resigns.
+    for _ in range(12):
+        now += timeout // 4
+        req = FetchSnapshotRequest(CLUSTER, 100, leader.epoch, sid, 0, 1)
+        corr += 1
+        leader.handle_request(req, now, corr)
+        leader.ready()
+        leader.tick(now)
+    assert not leader.is_leader
+
+
 def test_snapshot_gone_mid_transfer_restarts_from_the_fetch():
     leader, sid, _ = trimmed_leader(chunk=10)
     core = follower(MemoryLog(), epoch=leader.epoch)

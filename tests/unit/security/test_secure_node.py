@@ -183,6 +183,10 @@ async def test_quorum_rpcs_only_from_current_voters(node, certs) -> None:
         snap = FetchSnapshotRequest(cid, 5, epoch, SnapshotId(1, 1), 0)
         st, err = await _raft(s, node, certs, snap, "broker-4")
         assert st == 403
+        # a snapshot download as a voter (it counts for check-quorum) is a voter's
+        snap = FetchSnapshotRequest(cid, 4, epoch, SnapshotId(1, 1), 0, replica_is_voter=True)
+        st, err = await _raft(s, node, certs, snap, "broker-4")
+        assert st == 403 and "only as an observer" in err["message"]
 
 
 async def test_fetch_max_bytes_is_capped_server_side(certs, tmp_path) -> None:
