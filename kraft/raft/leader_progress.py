@@ -50,6 +50,12 @@ def update_replica(
         replica.end_offset = end_offset
         if end_offset >= log_end_offset:
             replica.last_caught_up_ms = now_ms
+        elif 0 < replica.last_fetch_leader_end <= end_offset:
+            # it reached where the leader was at its previous fetch: a replica
+            # that keeps up with a busy leader is never at its very end
+            replica.last_caught_up_ms = max(replica.last_caught_up_ms, replica.last_fetch_valid_ms)
+        replica.last_fetch_leader_end = log_end_offset
+        replica.last_fetch_valid_ms = now_ms
     if counts:
         s.unacked.discard(rid)  # a fetch acknowledges BeginQuorumEpoch
         s.fetched_since_check.add(rid)

@@ -60,6 +60,11 @@ class ReplicaState:
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
     directory_id: str = ""  # from its fetches (KIP-853); "" until it fetched
+    # The leader's log end offset and the time at its last validated fetch: a
+    # fetch that reaches that end shows the replica caught up as of then (Kafka's
+    # ReplicaState.updateFollowerState), even when the leader appended since.
+    last_fetch_leader_end: int = -1
+    last_fetch_valid_ms: int = -1
 
 
 @dataclass(slots=True)

@@ -617,3 +617,29 @@ def test_describe_off_the_leader_names_the_state_and_the_voters():
     assert d["observers"] == []
     obs = make_core(node_id=100)
     assert obs.describe(0)["state"] == "observer" and obs.describe(0)["leader_id"] is None
+
+
+def test_an_observer_keeping_up_with_a_busy_leader_counts_as_caught_up():
+    """Kafka's ReplicaState: a fetch that reaches where the leader's log ended at the
+    previous fetch shows the replica caught up as of then. A leader that appends
+    between every two fetches (a broker storm) is never reached at its very end, and
+    AddVoter needs a catch-up within the fetch timeout."""
+    core = leader_with([(1, 0, 3)], extra=1)
+    now = core._now
+    offset = last_epoch = 0
+    stamps = []
+    for i in range(6):
+        now += 100
+        req = fetch(9, core.epoch, offset, last_epoch, voter=False, max_wait_ms=0)
+        core.handle_request(req, now, i)
+        resp = answers(core.ready(), i)
+        assert resp.diverging_epoch is None and resp.records
+        offset, last_epoch = offsets(resp.records)[-1]
+        offset += 1
+        stamps.append(core.state.observer_states[9].last_caught_up_ms)
+        core.propose_records([NoOpRecord()], now)  # the leader moves on at once
+        flush(core, now)
+        core.ready()
+    assert core.state.observer_states[9].end_offset < core.log.end_offset
+    # caught up as of each previous fetch, from the second fetch on
+    assert stamps[0] == -1 and stamps[2:] == [core._now - 100 * (5 - k) for k in range(1, 5)]
