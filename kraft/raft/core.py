@@ -529,7 +529,12 @@ class RaftCore:
                 EndQuorumEpochResponse(FENCED_LEADER_EPOCH, self._known_leader(), self.epoch),
             )
             return
-        if req.leader_epoch > self.epoch and req.leader_id != self.node_id:
+        if req.leader_id != self.node_id and (
+            req.leader_epoch > self.epoch
+            # it voted in this epoch but missed the leader's BeginQuorumEpoch: the
+            # resignation names the leader, and its successor backoff applies
+            or (req.leader_epoch == self.epoch and isinstance(self.state, Unattached))
+        ):
             transitions.become_follower(self, req.leader_epoch, req.leader_id)
         s = self.state
         if isinstance(s, Follower) and s.leader_id == req.leader_id and self._can_campaign():

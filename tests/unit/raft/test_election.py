@@ -572,6 +572,21 @@ def test_first_successor_campaigns_at_once_others_back_off():
     assert timings[5] >= T  # not listed: a normal election timeout
 
 
+def test_a_voter_that_missed_the_leaders_begin_follows_its_resignation():
+    # Voter 2 voted for 1 in epoch 1 but never got 1's BeginQuorumEpoch; 1 then
+    # resigns naming 2 first. As Kafka, 2 takes the leader from the EndQuorumEpoch
+    # and campaigns at once instead of after a whole election timeout.
+    core = make_core(node_id=2, voters=(1, 2, 3))
+    core.handle_request(vote(1, 1), 0, 1)
+    assert answers(core.ready(), 1).vote_granted
+    assert isinstance(core.state, Unattached)
+    core.handle_request(EndQuorumEpochRequest(CLUSTER, 1, 1, (2, 3)), 100, 2)
+    assert answers(core.ready(), 2).error == NONE
+    assert isinstance(core.state, Follower) and core.state.leader_resigned
+    assert core.next_wake_ms() == 100
+    assert core._election.voted_id == 1  # the vote stays cast
+
+
 def test_end_quorum_epoch_naming_nobody_makes_every_voter_campaign_at_once():
     # A leader that comes back Resigned after a restart names no successor; its
     # followers should not sit out a whole election timeout without a leader.
