@@ -11,8 +11,9 @@ in flight at a time) and when to wake. It picks the controller itself:
 NOT_CONTROLLER hints first, else round-robin over the list, with bounded
 exponential backoff and jitter from the seeded rng it is given (a hint is followed
 at once, but at most once per controller between answers, so stale hints cannot
-make it spin). A registration refused for a reason no retry can fix (wrong cluster
-id, a controller's node id) ends the machine with exit code 1. No I/O, no clock.
+make it spin). A registration refused for a reason no retry can fix (a controller's
+node id, a refused credential, a cluster id that every controller in the list
+refuses) ends the machine with exit code 1. No I/O, no clock.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from typing import Any
 from kraft.config import default_of
 
 # Registration errors that no retry can fix (DESIGN 1.2: INVALID_REQUEST for a
-# controller's node id or a malformed request, a cluster id mismatch).
-FATAL_REGISTRATION_ERRORS = frozenset(
-    {"INCONSISTENT_CLUSTER_ID", "INVALID_REQUEST", "UNAUTHORIZED"}
-)
+# controller's node id or a malformed request, a refused credential).
+FATAL_REGISTRATION_ERRORS = frozenset({"INVALID_REQUEST", "UNAUTHORIZED"})
+# A cluster id mismatch is one controller's answer: a URL in the list may be
+# another cluster's (a stale entry), and the others ours. Fatal once every
+# controller in the list refused the cluster id in a row.
+INCONSISTENT_CLUSTER_ID = "INCONSISTENT_CLUSTER_ID"
 
 # Codes the agent itself gives a failed request (no controller sends them): the
 # transport failed or timed out; the answer was not a valid reply (not msgpack, or
@@ -185,6 +188,9 @@ class BrokerLifecycle:
         self._next_request_id = 1
         self._shutdown_deadline_ms: int | None = None
         self._hint_hops = 0  # hints followed at once since the last answer
+        # Registrations refused INCONSISTENT_CLUSTER_ID in a row (by distinct
+        # controllers, as each refusal moves on to the next).
+        self._cluster_refusals = 0
         self.errors = 0
         self.fatal: str | None = None
         # Sent with every registration (KIP-966 PreviousBrokerEpoch). After this
@@ -337,6 +343,7 @@ class BrokerLifecycle:
         self._in_flight = None
         self.backoff.reset()
         self._hint_hops = 0
+        self._cluster_refusals = 0
         if kind == "register":
             self.broker_epoch = int(reply["broker_epoch"])
             self.previous_broker_epoch = self.broker_epoch
@@ -398,9 +405,19 @@ class BrokerLifecycle:
                 self._hint_hops += 1
                 self._next_send_ms = now_ms
                 return out
-        elif failed.kind == "register" and code in FATAL_REGISTRATION_ERRORS:
-            # A configuration error (wrong cluster, a controller's node id): retrying
-            # cannot help. Exit non-zero with the controller's reason.
+        elif (
+            failed.kind == "register"
+            and code == INCONSISTENT_CLUSTER_ID
+            and (self._cluster_refusals + 1 < self.selector.count)
+        ):
+            self._cluster_refusals += 1
+            self.selector.rotate()  # that URL serves another cluster: try the next
+        elif failed.kind == "register" and (
+            code in FATAL_REGISTRATION_ERRORS or code == INCONSISTENT_CLUSTER_ID
+        ):
+            # A configuration error (wrong cluster everywhere, a controller's node
+            # id, a refused credential): retrying cannot help. Exit non-zero with
+            # the controller's reason.
             self.fatal = code
             self._change(out, BrokerState.SHUTTING_DOWN, f"registration refused: {code}")
             out.exit_code = 1

@@ -339,10 +339,39 @@ def test_stale_epoch_during_controlled_shutdown_exits() -> None:
 def test_fatal_registration_error_exits_nonzero() -> None:
     lc = make()
     s = send_one(lc, 0)
-    out = lc.on_error(s.request_id, "INCONSISTENT_CLUSTER_ID", 0)
+    out = lc.on_error(s.request_id, "INVALID_REQUEST", 0)
     assert lc.state is S.SHUTTING_DOWN and out.exit_code == 1
-    assert lc.fatal == "INCONSISTENT_CLUSTER_ID"
+    assert lc.fatal == "INVALID_REQUEST"
     assert lc.tick(10_000).sends == []
+
+
+def test_a_cluster_id_refusal_is_fatal_only_once_every_controller_said_it() -> None:
+    # One stale URL in --controllers serves another cluster: its refusal moves the
+    # broker on to the next controller (after a failover, too: a heartbeat there
+    # is STALE_BROKER_EPOCH, then the registration is refused). Fatal once every
+    # controller in the list refused the cluster id in a row.
+    lc = make(controllers=3)
+    s = send_one(lc, 0)
+    lc.on_error(s.request_id, "INCONSISTENT_CLUSTER_ID", 0)
+    assert lc.state is S.STARTING and lc.fatal is None
+    s2 = send_one(lc, lc.next_wake_ms())
+    assert s2.kind == "register" and s2.controller == (s.controller + 1) % 3
+    lc.on_response(s2.request_id, {"broker_epoch": 7}, 1)
+    assert lc.broker_epoch == 7
+    # a wrong cluster id everywhere: three refusals in a row, then exit 1
+    lc = make(controllers=3)
+    now, seen = 0, []
+    for _ in range(3):
+        s = send_one(lc, now)
+        seen.append(s.controller)
+        out = lc.on_error(s.request_id, "INCONSISTENT_CLUSTER_ID", now)
+        now = lc.next_wake_ms()
+    assert sorted(seen) == [0, 1, 2]
+    assert out.exit_code == 1 and lc.fatal == "INCONSISTENT_CLUSTER_ID"
+    # with one controller, the first refusal is final
+    lc = make(controllers=1)
+    s = send_one(lc, 0)
+    assert lc.on_error(s.request_id, "INCONSISTENT_CLUSTER_ID", 0).exit_code == 1
 
 
 def test_duplicate_registration_is_retried_with_backoff() -> None:
