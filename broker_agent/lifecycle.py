@@ -336,9 +336,15 @@ class BrokerLifecycle:
             return out  # a late answer to a request we gave up on
         answered = self._in_flight
         kind = answered.kind
-        if kind == "register" and not _is_epoch(reply.get("broker_epoch")):
-            # A 2xx answer that is not a registration (a proxy's page, a truncated
-            # body): an error like any other, retried with backoff elsewhere.
+        if (
+            not _is_epoch(reply.get("broker_epoch"))
+            if kind == "register"
+            else type(reply.get("is_fenced")) is not bool
+        ):
+            # A 2xx answer that is not a registration or a heartbeat's (a proxy's
+            # page, a truncated body): an error like any other, retried with
+            # backoff elsewhere, not read as "fenced" (which would flip a running
+            # broker back to RECOVERY on every such answer).
             return self.on_error(request_id, INVALID_RESPONSE, now_ms)
         self._in_flight = None
         self.backoff.reset()

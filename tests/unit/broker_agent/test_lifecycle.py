@@ -695,3 +695,19 @@ def test_a_heartbeat_refused_a_credential_moves_on_but_a_registration_is_final()
     s = send_one(fresh, 0)
     out = fresh.on_error(s.request_id, "UNAUTHORIZED", 0)
     assert out.exit_code == 1 and fresh.fatal == "UNAUTHORIZED"
+
+
+@pytest.mark.parametrize("reply", [{}, {"is_fenced": "false"}, {"is_fenced": None}])
+def test_a_heartbeat_answer_that_is_no_heartbeat_reply_is_an_error(reply: dict) -> None:
+    # A 2xx body without the reply's fields (a proxy's page): retried elsewhere
+    # with backoff, not read as "fenced" (a running broker would go to RECOVERY).
+    lc = make()
+    register(lc)
+    s = send_one(lc, 1)
+    lc.on_response(s.request_id, heartbeat_reply(), 1)
+    assert lc.state is S.RUNNING
+    now = lc.next_wake_ms()
+    s = send_one(lc, now)
+    out = lc.on_response(s.request_id, reply, now)
+    assert not out.changes and lc.state is S.RUNNING and lc.errors == 1
+    assert lc.selector.current == (s.controller + 1) % 3
