@@ -34,6 +34,12 @@ from typing import Any
 from kraft.local.cluster import free_ports
 
 START_TIMEOUT_S = 90.0
+# The ports are drawn free, then bound by the JVMs a moment later: another process
+# may take one between the two. A JVM then fails at once (spark.port.maxRetries=0:
+# Spark would otherwise bind the next port, and the status page or the master URL
+# polled here would be the wrong one); the whole start is tried again on new ports.
+START_ATTEMPTS = 3
+_NO_PORT_RETRIES = "-Dspark.port.maxRetries=0"
 STOP_GRACE_S = 10.0
 POLL_S = 0.2
 
@@ -104,6 +110,10 @@ def stop_pids(pids: list[int], grace_s: float = STOP_GRACE_S) -> None:
             os.waitpid(pid, os.WNOHANG)
 
 
+class _PortTaken(ClusterError):
+    """A JVM could not bind a port drawn free a moment before."""
+
+
 @dataclass
 class StandaloneCluster:
     """A master and `workers` workers of `cores` cores each, on 127.0.0.1."""
@@ -115,12 +125,25 @@ class StandaloneCluster:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     master_url: str = ""
     ui_port: int = 0
+    # each process's log and where this process's output starts in it (appended)
+    logs: dict[int, tuple[Path, int]] = field(default_factory=dict)
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> str:
-        """Start the master and workers; returns the master URL once all registered."""
+        """Start the master and workers; returns the master URL once all registered
+        (on new ports, at most START_ATTEMPTS times, when one was taken meanwhile)."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._start_once(timeout_s)
+            except _PortTaken as e:
+                if attempt == START_ATTEMPTS:
+                    raise ClusterError(f"{e} ({attempt} attempts on new ports)") from None
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout_s: float) -> str:
         work = Path(self.work_dir or tempfile.mkdtemp(prefix="kraft-spark-cluster-"))
         work.mkdir(parents=True, exist_ok=True)
         self.work_dir = work
+        self.procs = []
         ports = free_ports(2 + self.workers)
         port, self.ui_port = ports[0], ports[1]
         self.master_url = f"spark://127.0.0.1:{port}"
@@ -130,6 +153,8 @@ class StandaloneCluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_LOG_DIR": str(work),
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+            "SPARK_MASTER_OPTS": f"{os.environ.get('SPARK_MASTER_OPTS', '')} {_NO_PORT_RETRIES}",
+            "SPARK_WORKER_OPTS": f"{os.environ.get('SPARK_WORKER_OPTS', '')} {_NO_PORT_RETRIES}",
         }
         spark_class = str(spark_home() / "bin" / "spark-class")
         master = [spark_class, "org.apache.spark.deploy.master.Master"]
@@ -155,11 +180,25 @@ class StandaloneCluster:
 
     def _spawn(self, cmd: list[str], log: Path, env: dict[str, str]) -> None:
         with open(log, "ab") as out:
-            self.procs.append(
-                subprocess.Popen(
-                    cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-                )
+            start = out.tell()
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
+        self.logs[proc.pid] = (log, start)
+        self.procs.append(proc)
+
+    def _bind_failed(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Whether the exited process's output says a port could not be bound."""
+        log, start = self.logs.get(proc.pid, (None, 0))
+        if log is None:
+            return False
+        try:
+            with open(log, "rb") as f:
+                f.seek(start)
+                out = f.read(1 << 20)
+        except OSError:
+            return False
+        return b"java.net.BindException" in out
 
     def status(self) -> dict[str, Any] | None:
         """The master's JSON status, or None while it does not answer."""
@@ -177,6 +216,8 @@ class StandaloneCluster:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             dead = [p for p in self.procs if p.poll() is not None]
+            if dead and self._bind_failed(dead[0]):
+                raise _PortTaken(f"waiting for {what}: {dead[0].args[1]} found its port taken")
             if dead:
                 raise ClusterError(
                     f"waiting for {what}: {dead[0].args[1]} exited with {dead[0].returncode} "

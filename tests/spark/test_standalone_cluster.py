@@ -99,3 +99,40 @@ def test_job_on_a_two_worker_cluster_writes_the_tables_of_local_2(
         assert _rows(spark, cluster_out / table) == _rows(spark, local_out / table), table
     summary = json.loads((cluster_out / "whatif_summary.json").read_text())
     assert summary["identity"]["holds"] and len(summary["scenarios"]) == 2
+
+
+def test_a_port_taken_between_drawing_and_binding_starts_on_new_ports(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """CI once waited 90 s for a master whose UI port another process took after it
+    was drawn free: Spark bound the next port and the status page polled never
+    answered. The JVM now fails on a taken port, and the start is tried again."""
+    import socket
+
+    import spark_replay.cluster as cluster_mod
+
+    real = cluster_mod.free_ports
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        draws: list[list[int]] = []
+
+        def draw(n: int, *args: Any) -> list[int]:
+            ports = real(n, *args)
+            if not draws:
+                ports[1] = busy  # the master's UI port, taken meanwhile
+            draws.append(ports)
+            return ports
+
+        monkeypatch.setattr(cluster_mod, "free_ports", draw)
+        cluster = StandaloneCluster(workers=1, cores=1, memory="512m", work_dir=tmp_path / "w")
+        try:
+            cluster.start(timeout_s=60)
+            assert len(draws) == 2 and cluster.ui_port == draws[1][1] != busy
+            status = cluster.status()
+            assert status is not None and cluster._alive_workers(status) == 1
+            assert b"java.net.BindException" in (tmp_path / "w" / "master.log").read_bytes()
+        finally:
+            cluster.stop()
+        assert not any(_alive(p) for p in cluster.pids)
