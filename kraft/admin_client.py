@@ -54,6 +54,12 @@ def _check_url(url: str) -> str:
     return url
 
 
+def _segment(name: str) -> str:
+    """A name as one URL path segment: "../brokers/4", "a?b" or "a#b" must reach the
+    server as that name (which it refuses), not as another path."""
+    return urllib.parse.quote(name, safe="")
+
+
 class AdminClient:
     def __init__(
         self,
@@ -191,19 +197,19 @@ class AdminClient:
         return await self.call("POST", "/v1/topics", body)
 
     async def delete_topic(self, name: str) -> Any:
-        return await self.call("DELETE", f"/v1/topics/{name}")
+        return await self.call("DELETE", f"/v1/topics/{_segment(name)}")
 
     async def list_topics(self) -> Any:
         return await self.call("GET", "/v1/topics")
 
     async def describe_topic(self, name: str) -> Any:
-        return await self.call("GET", f"/v1/topics/{name}")
+        return await self.call("GET", f"/v1/topics/{_segment(name)}")
 
     async def add_partitions(self, name: str, count: int) -> Any:
-        return await self.call("POST", f"/v1/topics/{name}/partitions", {"count": count})
+        return await self.call("POST", f"/v1/topics/{_segment(name)}/partitions", {"count": count})
 
     async def alter_configs(self, name: str, configs: dict[str, str | None]) -> Any:
-        return await self.call("POST", f"/v1/topics/{name}/configs", {"configs": configs})
+        return await self.call("POST", f"/v1/topics/{_segment(name)}/configs", {"configs": configs})
 
     async def brokers(self) -> Any:
         return await self.call("GET", "/v1/brokers")

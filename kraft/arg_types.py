@@ -68,3 +68,16 @@ def directory_id(text: str) -> str:
             "of the controller's meta.properties, or `kraft quorum describe --replication`)"
         )
     return text
+
+
+def topic_name(text: str) -> str:
+    """An argparse `type`: a legal topic name, by the controller's own rule (1-249 of
+    [a-zA-Z0-9._-], not "." or ".."), so that nothing else reaches the URL path."""
+    from kraft.controller.errors import ApiError
+    from kraft.controller.topics import validate_topic_name
+
+    try:
+        validate_topic_name(text)
+    except ApiError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+    return text

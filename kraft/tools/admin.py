@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kraft.admin_client import AdminClient, ClientError
-from kraft.arg_types import directory_id, key_value, positive_seconds, whole_number
+from kraft.arg_types import directory_id, key_value, positive_seconds, topic_name, whole_number
 from kraft.config import ConfigError
 from kraft.security.client_security import COMMAND_CONFIG_ENV, from_command_config
 
@@ -55,7 +55,7 @@ def register(sub: Any) -> None:
     topics = sub.add_parser("topics", help="create, delete, list, describe and alter topics")
     tsub = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
     c = tsub.add_parser("create", help="create a topic")
-    c.add_argument("--topic", required=True)
+    c.add_argument("--topic", required=True, type=topic_name)
     c.add_argument("--partitions", type=int, default=None)
     c.add_argument("--replication-factor", type=int, default=None)
     c.add_argument(
@@ -72,18 +72,18 @@ def register(sub: Any) -> None:
         help="a topic config (repeatable)",
     )
     d = tsub.add_parser("delete", help="delete a topic")
-    d.add_argument("--topic", required=True)
+    d.add_argument("--topic", required=True, type=topic_name)
     tsub.add_parser("list", help="list topic names")
     ds = tsub.add_parser("describe", help="partitions, leaders and ISRs of one or all topics")
-    ds.add_argument("--topic", default=None)
+    ds.add_argument("--topic", default=None, type=topic_name)
     ac = tsub.add_parser("alter-configs", help="set or delete topic configs")
-    ac.add_argument("--topic", required=True)
+    ac.add_argument("--topic", required=True, type=topic_name)
     ac.add_argument(
         "--add-config", action="append", default=[], type=key_value, metavar="KEY=VALUE"
     )
     ac.add_argument("--delete-config", action="append", metavar="KEY")
     ap = tsub.add_parser("add-partitions", help="raise a topic's partition count")
-    ap.add_argument("--topic", required=True)
+    ap.add_argument("--topic", required=True, type=topic_name)
     ap.add_argument("--partitions", type=int, required=True, help="the new total count")
     for p in (c, d, ds, ac, ap, tsub.choices["list"]):
         add_bootstrap(p)
@@ -97,7 +97,7 @@ def register(sub: Any) -> None:
         add_bootstrap(p)
 
     e = sub.add_parser("elect", help="admin leader election (preferred or unclean)")
-    e.add_argument("--topic", required=True)
+    e.add_argument("--topic", required=True, type=topic_name)
     e.add_argument("--partition", type=int, required=True)
     e.add_argument("--type", choices=("preferred", "unclean"), default="preferred")
     add_bootstrap(e)
@@ -155,7 +155,9 @@ def _ids(ids: list[int] | None) -> str:
 
 def _print_topic(t: dict[str, Any]) -> None:
     parts = t.get("partitions", [])
-    rf = len(parts[0]["replicas"]) if parts else 0
+    # while a partition moves, its replicas hold the old and the adding ones (Kafka's
+    # TopicCommand counts replicas - adding_replicas)
+    rf = len(parts[0]["replicas"]) - len(parts[0].get("adding_replicas") or []) if parts else 0
     configs = ",".join(f"{k}={v}" for k, v in sorted(t.get("configs", {}).items()))
     print(
         f"Topic: {t['name']}\tTopicId: {t['topic_id']}\tPartitionCount: {len(parts)}\t"
@@ -417,8 +419,14 @@ def run_with_client(
         print(f"{name}: error: {e}", file=sys.stderr)
         return 2
 
+    try:  # a --bootstrap that is no URL is a usage error for every command
+        client = AdminClient(args.bootstrap, timeout_s=args.timeout, security=security)
+    except ValueError as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return 2
+
     async def go() -> int:
-        async with AdminClient(args.bootstrap, timeout_s=args.timeout, security=security) as client:
+        async with client:
             return await action(client, args)
 
     try:

@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from kraft.admin_client import AdminClient, ClientError
+from kraft.controller.errors import ApiError
 from kraft.controller.placement import place_replicas
+from kraft.controller.topics import validate_topic_name
 from kraft.tools.admin import add_bootstrap, run_with_client
 
 PartitionKey = tuple[str, int]
@@ -84,6 +86,14 @@ def _check_version(doc: Any, what: str) -> dict[str, Any]:
     return doc
 
 
+def _check_topic(name: str, where: str) -> None:
+    """A legal topic name (the controller's rule): nothing else reaches a URL path."""
+    try:
+        validate_topic_name(name)
+    except ApiError as e:
+        raise PlanError(f"{where}: {e.message}") from None
+
+
 def parse_topics_to_move(doc: Any) -> list[str]:
     """`{"version":1,"topics":[{"topic":"foo"},...]}` -> topic names, in order."""
     doc = _check_version(doc, "the topics-to-move file")
@@ -95,6 +105,7 @@ def parse_topics_to_move(doc: Any) -> list[str]:
         name = t.get("topic") if isinstance(t, dict) else None
         if not isinstance(name, str) or not name:
             raise PlanError(f'topics[{i}] needs a "topic" name')
+        _check_topic(name, f"topics[{i}]")
         if name not in names:
             names.append(name)
     return names
@@ -116,6 +127,7 @@ def parse_plan(doc: Any, allow_null: bool = False) -> list[dict[str, Any]]:
         topic, partition, replicas = p.get("topic"), p.get("partition"), p.get("replicas")
         if not isinstance(topic, str) or not topic:
             raise PlanError(f'partitions[{i}] needs a "topic" name')
+        _check_topic(topic, f"partitions[{i}]")
         if type(partition) is not int or partition < 0:
             raise PlanError(f'partitions[{i}] needs a non-negative integer "partition"')
         ok_null = allow_null and replicas is None

@@ -112,3 +112,79 @@ def test_ctrl_c_on_a_command_ends_it_in_one_line(
         pytest.fail("Ctrl-C escaped kraft's main as a KeyboardInterrupt (a traceback)")
     assert code == 130
     assert capsys.readouterr().err == "kraft topics: interrupted\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["topics", "delete", "--topic", "../brokers/4"],  # was DELETE /v1/brokers/4: "Deleted"
+        ["topics", "delete", "--topic", "orders?x"],  # was DELETE /v1/topics/orders
+        ["topics", "describe", "--topic", "orders#f"],
+        ["topics", "describe", "--topic", ""],  # was every topic
+        ["topics", "create", "--topic", "..", "--partitions", "1"],
+        ["elect", "--topic", "a/b", "--partition", "0"],
+    ],
+)
+def test_a_topic_name_the_controller_would_refuse_is_a_usage_error(
+    argv: list[str], boot: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Names were pasted into the URL path: '../brokers/4' unregistered broker 4 and
+    printed 'Deleted topic'. Now the controller's own rule refuses them first."""
+    with pytest.raises(SystemExit) as e:
+        main([*argv, *boot])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --topic: topic name" in err and "Traceback" not in err, err
+
+
+def test_the_client_sends_a_name_as_one_path_segment() -> None:
+    from kraft.admin_client import _segment
+
+    assert _segment("../brokers/4") == "..%2Fbrokers%2F4"
+    assert _segment("orders?x#f") == "orders%3Fx%23f"
+    assert _segment("orders.v2_a-b") == "orders.v2_a-b"
+
+
+def test_reassign_with_a_bootstrap_that_is_no_url_is_one_line(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]}]}')
+    argv = ["reassign-partitions", "--verify", "--reassignment-json-file", str(plan)]
+    assert main([*argv, "--bootstrap", "localhost:9093"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "kraft reassign-partitions: error: bootstrap URL 'localhost:9093' must start "
+        "with http:// or https://\n"
+    ), err
+
+
+def test_a_reassignment_file_with_an_illegal_topic_name_is_refused(
+    tmp_path, boot: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        '{"version":1,"partitions":[{"topic":"../brokers","partition":0,"replicas":[1]}]}'
+    )
+    argv = ["reassign-partitions", "--execute", "--reassignment-json-file", str(plan)]
+    assert main([*argv, *boot]) == 2
+    err = capsys.readouterr().err
+    assert "partitions[0]: topic name '../brokers' has characters" in err, err
+
+
+def test_describe_counts_the_replication_factor_without_the_adding_replicas(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Kafka's TopicCommand: replicas - adding_replicas. A partition moving from
+    [1,2,3] to [4,5,6] holds all six replicas until the move completes."""
+    from kraft.tools.admin import _print_topic
+
+    moving = {
+        "partition_id": 0, "leader": 1, "leader_epoch": 2, "replicas": [1, 2, 3, 4, 5, 6],
+        "isr": [1, 2, 3],
+        "adding_replicas": [4, 5, 6], "removing_replicas": [1, 2, 3],
+    }  # fmt: skip
+    _print_topic({"name": "t", "topic_id": "x", "partitions": [moving], "configs": {}})
+    out = capsys.readouterr().out
+    assert "ReplicationFactor: 3\t" in out, out
+    assert "Adding Replicas: 4,5,6\tRemoving Replicas: 1,2,3" in out, out
