@@ -44,6 +44,9 @@ from typing import Any
 from metadata_log.errors import MetadataLogError
 
 EXIT_USER_ERROR = 2
+# Ctrl-C: one line and the shells' 128 + SIGINT (the outputs: as for a failed run)
+EXIT_INTERRUPTED = 130
+INTERRUPTED = "{prog}: interrupted"
 TABLES = ("broker_history", "partition_history", "leader_elections", "offline_partitions")
 
 # The first line of our own errors inside a Spark task failure (the worker's
@@ -414,6 +417,10 @@ def main(argv: list[str] | None = None) -> int:
             report=not args.no_report,
             fmt=args.format,
         )
+    except KeyboardInterrupt:
+        # Ctrl-C (PySpark turns SIGINT into this): OUT as it was (the staging goes)
+        print(INTERRUPTED.format(prog="spark-replay"), file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 — a Spark failure wraps our error
         msg = user_message(e)
         if msg is None:

@@ -14,7 +14,14 @@ import sys
 from pathlib import Path
 
 from metadata_log.errors import MetadataLogError
-from spark_replay.cli import UserError, check_master, usable_out, user_message
+from spark_replay.cli import (
+    EXIT_INTERRUPTED,
+    INTERRUPTED,
+    UserError,
+    check_master,
+    usable_out,
+    user_message,
+)
 from spark_replay.whatif.scenario import KNOWN_KEYS, ScenarioError, build_scenarios
 
 EXIT_USER_ERROR = 2
@@ -84,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         summary = run_whatif(
             spark, args.log_dir, args.out, scenarios, facts=facts, report=not args.no_report
         )
+    except KeyboardInterrupt:
+        print(INTERRUPTED.format(prog="spark-replay what-if"), file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
         spark.stop()
     line = {
