@@ -81,3 +81,40 @@ def topic_name(text: str) -> str:
     except ApiError as e:
         raise argparse.ArgumentTypeError(e.message) from None
     return text
+
+
+_NODE_ID = re.compile(r"[0-9]+")
+
+
+def parse_node_ids(text: str) -> list[int]:
+    """"4,5,6" -> [4, 5, 6]: distinct ASCII decimal ids, none empty ("1,,2"), none
+    in Python's other int forms ("1_0" is 10 to int()). ValueError names the entry."""
+    ids: list[int] = []
+    for i, entry in enumerate(text.split(",")):
+        entry = entry.strip()
+        if not _NODE_ID.fullmatch(entry):
+            raise ValueError(f"entry {i + 1} of {text!r} is not a node id: {entry!r}")
+        if int(entry) in ids:
+            raise ValueError(f"node id {int(entry)} appears twice in {text!r}")
+        ids.append(int(entry))
+    return ids
+
+
+def node_ids(text: str) -> list[int]:
+    """An argparse `type`: parse_node_ids."""
+    try:
+        return parse_node_ids(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def replica_assignment(text: str) -> list[list[int]]:
+    """An argparse `type`: "1:2:3,2:3:1" -> [[1, 2, 3], [2, 3, 1]] (partition 0 on
+    1,2,3; partition 1 on 2,3,1), as kafka-topics' --replica-assignment."""
+    out = []
+    for p, part in enumerate(text.split(",")):
+        try:
+            out.append(parse_node_ids(part.replace(":", ",")))
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"partition {p} ({part.strip()!r}): {e}") from None
+    return out

@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kraft.arg_types import whole_number
+from kraft.arg_types import node_ids, whole_number
 from kraft.config import parse_properties
 from kraft.security.authz import parse_super_users
 from kraft.security.credentials import hash_secret, new_secret
@@ -517,16 +517,6 @@ def rotate_ca_finish(out: Path) -> None:
     (out / CA_NEXT_KEY).unlink()
 
 
-def _ids(text: str) -> list[int]:
-    try:
-        ids = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of node ids: {text!r}") from None
-    if any(i < 0 for i in ids) or len(set(ids)) != len(ids):
-        raise argparse.ArgumentTypeError(f"node ids must be distinct and >= 0: {text!r}")
-    return ids
-
-
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "certs",
@@ -534,8 +524,8 @@ def register(sub: Any) -> None:
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--controllers", type=_ids, default=[], metavar="ID,...")
-    p.add_argument("--brokers", type=_ids, default=[], metavar="ID,...")
+    p.add_argument("--controllers", type=node_ids, default=[], metavar="ID,...")
+    p.add_argument("--brokers", type=node_ids, default=[], metavar="ID,...")
     p.add_argument("--admin", action="store_true", help="also an `admin` principal (super user)")
     p.add_argument(
         "--host",

@@ -17,7 +17,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kraft.admin_client import AdminClient, ClientError
-from kraft.arg_types import directory_id, key_value, positive_seconds, topic_name, whole_number
+from kraft.arg_types import (
+    directory_id,
+    key_value,
+    positive_seconds,
+    replica_assignment,
+    topic_name,
+    whole_number,
+)
 from kraft.config import ConfigError
 from kraft.security.client_security import COMMAND_CONFIG_ENV, from_command_config
 
@@ -61,7 +68,9 @@ def register(sub: Any) -> None:
     c.add_argument(
         "--replica-assignment",
         default=None,
-        help="explicit replicas: '1:2:3,2:3:1' (partition 0 on 1,2,3; partition 1 on 2,3,1)",
+        type=replica_assignment,
+        help="explicit replicas: '1:2:3,2:3:1' (partition 0 on 1,2,3; partition 1 on 2,3,1); "
+        "not with --partitions or --replication-factor",
     )
     c.add_argument(
         "--config",
@@ -184,15 +193,14 @@ def _print_topic(t: dict[str, Any]) -> None:
 async def _topics(client: AdminClient, args: argparse.Namespace) -> int:
     if args.action == "create":
         body: dict[str, Any] = {"name": args.topic, "configs": dict(args.config)}
-        if args.replica_assignment:
-            try:
-                body["assignments"] = [
-                    [int(b) for b in part.split(":")] for part in args.replica_assignment.split(",")
-                ]
-            except ValueError:
-                raise SystemExit(
-                    f"kraft: error: bad --replica-assignment {args.replica_assignment!r}"
-                ) from None
+        if args.replica_assignment is not None:
+            if args.partitions is not None or args.replication_factor is not None:
+                # as kafka-topics: the assignment says both
+                raise ValueError(
+                    "--replica-assignment cannot be used with --partitions or "
+                    "--replication-factor"
+                )
+            body["assignments"] = args.replica_assignment
         else:
             body["partitions"] = args.partitions if args.partitions is not None else 1
             body["replication_factor"] = (

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kraft.admin_client import AdminClient, ClientError
+from kraft.arg_types import parse_node_ids
 from kraft.controller.errors import ApiError
 from kraft.controller.placement import place_replicas
 from kraft.controller.topics import validate_topic_name
@@ -146,12 +147,9 @@ def parse_broker_list(text: str | None) -> list[int]:
     if not text:
         raise PlanError("--broker-list is required for --generate")
     try:
-        ids = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise PlanError(f"--broker-list {text!r} is not a comma-separated list of ids") from None
-    if not ids or len(set(ids)) != len(ids) or min(ids) < 0:
-        raise PlanError(f"--broker-list {text!r} needs distinct non-negative ids")
-    return ids
+        return parse_node_ids(text)
+    except ValueError as e:
+        raise PlanError(f"--broker-list: {e}") from None
 
 
 def plan_json(partitions: list[dict[str, Any]]) -> str:

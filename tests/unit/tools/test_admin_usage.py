@@ -188,3 +188,63 @@ def test_describe_counts_the_replication_factor_without_the_adding_replicas(
     out = capsys.readouterr().out
     assert "ReplicationFactor: 3\t" in out, out
     assert "Adding Replicas: 4,5,6\tRemoving Replicas: 1,2,3" in out, out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (
+            ["topics", "create", "--topic", "t", "--replica-assignment", "1,,2"],
+            "argument --replica-assignment: partition 1 (''): entry 1 of '' is not a node id",
+        ),
+        (
+            ["topics", "create", "--topic", "t", "--replica-assignment", "1:2:x"],
+            "partition 0 ('1:2:x'): entry 3 of '1,2,x' is not a node id: 'x'",
+        ),
+        (
+            ["topics", "create", "--topic", "t", "--replica-assignment", "1:1"],
+            "node id 1 appears twice",
+        ),
+        (
+            ["topics", "create", "--topic", "t", "--replica-assignment", ""],
+            "argument --replica-assignment: partition 0 (''): entry 1",
+        ),
+    ],
+)
+def test_a_replica_assignment_names_its_bad_entry(
+    argv: list[str], needle: str, boot: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'1,,2' was exit 1 with "bad --replica-assignment" naming nothing; '' fell
+    back to 1 partition of replication factor 3."""
+    with pytest.raises(SystemExit) as e:
+        main([*argv, *boot])
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_a_replica_assignment_with_a_partition_count_is_refused(
+    boot: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["topics", "create", "--topic", "t", "--replica-assignment", "1:2,2:1"]
+    assert main([*argv, "--partitions", "5", *boot]) == 2
+    err = capsys.readouterr().err
+    assert "--replica-assignment cannot be used with --partitions" in err, err
+
+
+@pytest.mark.parametrize("ids", ["1,,2", "1_0,2", "4,4", "-1,2", ""])
+def test_a_broker_list_is_distinct_decimal_ids(
+    ids: str, tmp_path, boot: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"version":1,"topics":[{"topic":"t"}]}')
+    argv = ["reassign-partitions", "--generate", "--topics-to-move-json-file", str(topics)]
+    assert main([*argv, f"--broker-list={ids}", *boot]) == 2
+    assert "--broker-list" in capsys.readouterr().err
+
+
+def test_certs_refuses_an_empty_node_id_entry(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["certs", "--out", str(tmp_path / "c"), "--controllers", "1,,2", "--brokers", "4"])
+    assert e.value.code == 2
+    assert "argument --controllers: entry 2 of '1,,2' is not a node id" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
