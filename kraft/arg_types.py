@@ -87,7 +87,7 @@ _NODE_ID = re.compile(r"[0-9]+")
 
 
 def parse_node_ids(text: str) -> list[int]:
-    """"4,5,6" -> [4, 5, 6]: distinct ASCII decimal ids, none empty ("1,,2"), none
+    """ "4,5,6" -> [4, 5, 6]: distinct ASCII decimal ids, none empty ("1,,2"), none
     in Python's other int forms ("1_0" is 10 to int()). ValueError names the entry."""
     ids: list[int] = []
     for i, entry in enumerate(text.split(",")):

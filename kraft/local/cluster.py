@@ -545,7 +545,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="seconds between status lines",
     )
     up.add_argument(
-        "--duration", type=positive_seconds, default=None, help="stop by itself after this many seconds"
+        "--duration",
+        type=positive_seconds,
+        default=None,
+        help="stop by itself after this many seconds",
     )
     up.add_argument(
         "--override",

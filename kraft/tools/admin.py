@@ -197,8 +197,7 @@ async def _topics(client: AdminClient, args: argparse.Namespace) -> int:
             if args.partitions is not None or args.replication_factor is not None:
                 # as kafka-topics: the assignment says both
                 raise ValueError(
-                    "--replica-assignment cannot be used with --partitions or "
-                    "--replication-factor"
+                    "--replica-assignment cannot be used with --partitions or --replication-factor"
                 )
             body["assignments"] = args.replica_assignment
         else:

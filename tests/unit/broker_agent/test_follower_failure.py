@@ -8,27 +8,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import time
 
 import pytest
 
-from broker_agent.agent import AgentSettings
-from broker_agent.fleet import Fleet, FleetSpec
-from kraft.raft.config import RaftConfig
+from broker_agent.fleet import Fleet
 from metadata_log.image import MetadataReplayError
+from tests.unit.server.test_clock_step import fast_fleet, until
 from tests.unit.server.test_node import Cluster
 
 pytestmark = pytest.mark.timeout(90)
 
 BROKERS = (4, 5)  # ids 1-3 are the controllers'
-
-
-async def _until(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def _fenced(node) -> set[int]:
@@ -38,26 +28,11 @@ def _fenced(node) -> set[int]:
 async def test_a_failed_metadata_follower_shuts_the_brokers_down(tmp_path, caplog) -> None:
     cluster = Cluster(tmp_path)
     await cluster.start_all()
-    spec = FleetSpec(
-        first_id=BROKERS[0],
-        count=len(BROKERS),
-        controllers=tuple(cluster.urls.values()),
-        settings=AgentSettings(heartbeat_interval_ms=200, request_timeout_ms=750),
-        raft=RaftConfig(
-            election_timeout_ms=150,
-            fetch_timeout_ms=300,
-            fetch_max_wait_ms=100,
-            request_timeout_ms=300,
-        ),
-        cluster_id=cluster.cluster_id,
-        ramp_ms=0,
-        status_interval_s=3600.0,
-    )
-    fleet = Fleet(spec, out=io.StringIO())
+    fleet = Fleet(fast_fleet(cluster, BROKERS), out=io.StringIO())
     fleet_task = asyncio.create_task(fleet.run())
     try:
         leader = await cluster.leader(timeout=10)
-        await _until(lambda: _fenced(leader) == set() and len(leader.controller.image.brokers) == 2,
+        await until(lambda: _fenced(leader) == set() and len(leader.controller.image.brokers) == 2,
                      20, "two unfenced brokers")  # fmt: skip
         follower = fleet.follower
         assert follower is not None
@@ -74,7 +49,7 @@ async def test_a_failed_metadata_follower_shuts_the_brokers_down(tmp_path, caplo
         assert follower.committed_offset == frozen_at
         assert any(getattr(r, "event", None) == "follower_stopped" for r in caplog.records)
         # Both stopped through the controller (granted controlled shutdowns fence).
-        await _until(lambda: _fenced(leader) == set(BROKERS), 10, "both brokers fenced")
+        await until(lambda: _fenced(leader) == set(BROKERS), 10, "both brokers fenced")
         assert all(a.exit_code == 0 for a in fleet.agents), [a.exit_code for a in fleet.agents]
     finally:
         if not fleet_task.done():

@@ -25,12 +25,32 @@ BROKERS = (4, 5, 6)  # ids 1-3 are the controllers'
 SESSION_MS = 1500  # test_node.FAST's broker.session.timeout.ms
 
 
-async def _until(predicate, timeout_s: float, what: str) -> None:
+async def until(predicate, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+def fast_fleet(cluster: Cluster, brokers: tuple[int, ...]) -> FleetSpec:
+    """A fleet of `brokers` (consecutive ids) against an in-process Cluster, on
+    test_node.FAST's timings."""
+    return FleetSpec(
+        first_id=brokers[0],
+        count=len(brokers),
+        controllers=tuple(cluster.urls.values()),
+        settings=AgentSettings(heartbeat_interval_ms=200, request_timeout_ms=750),
+        raft=RaftConfig(
+            election_timeout_ms=150,
+            fetch_timeout_ms=300,
+            fetch_max_wait_ms=100,
+            request_timeout_ms=300,
+        ),
+        cluster_id=cluster.cluster_id,
+        ramp_ms=0,
+        status_interval_s=3600.0,
+    )
 
 
 def _unfenced(node) -> set[int]:
@@ -52,28 +72,13 @@ async def test_a_wall_clock_step_starts_no_election_and_fences_no_broker(
 ) -> None:
     cluster = Cluster(tmp_path)
     await cluster.start_all()
-    spec = FleetSpec(
-        first_id=BROKERS[0],
-        count=len(BROKERS),
-        controllers=tuple(cluster.urls.values()),
-        settings=AgentSettings(heartbeat_interval_ms=200, request_timeout_ms=750),
-        raft=RaftConfig(
-            election_timeout_ms=150,
-            fetch_timeout_ms=300,
-            fetch_max_wait_ms=100,
-            request_timeout_ms=300,
-        ),
-        cluster_id=cluster.cluster_id,
-        ramp_ms=0,
-        status_interval_s=3600.0,
-    )
-    fleet = Fleet(spec, out=io.StringIO())
+    fleet = Fleet(fast_fleet(cluster, BROKERS), out=io.StringIO())
     fleet_task = asyncio.create_task(fleet.run())
     try:
         leader = await cluster.leader(timeout=10)
-        await _until(lambda: _unfenced(leader) == set(BROKERS), 20, "three unfenced brokers")
+        await until(lambda: _unfenced(leader) == set(BROKERS), 20, "three unfenced brokers")
         # every node has caught up with the same leader before the step
-        await _until(lambda: len(set(_views(cluster).values())) == 1, 10, "one view of the leader")
+        await until(lambda: len(set(_views(cluster).values())) == 1, 10, "one view of the leader")
         before = _views(cluster)
         fences_before = leader.metrics.fences._value.get()
 
