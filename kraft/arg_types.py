@@ -86,11 +86,12 @@ def topic_name(text: str) -> str:
 _NODE_ID = re.compile(r"[0-9]+")
 
 
-def parse_node_ids(text: str) -> list[int]:
-    """ "4,5,6" -> [4, 5, 6]: distinct ASCII decimal ids, none empty ("1,,2"), none
-    in Python's other int forms ("1_0" is 10 to int()). ValueError names the entry."""
+def parse_node_ids(text: str, sep: str = ",") -> list[int]:
+    """Node ids separated by `sep` ("4,5,6" -> [4, 5, 6]): distinct ASCII decimal
+    ids, none empty ("1,,2"), none in Python's other int forms ("1_0" is 10 to
+    int()). ValueError names the entry."""
     ids: list[int] = []
-    for i, entry in enumerate(text.split(",")):
+    for i, entry in enumerate(text.split(sep)):
         entry = entry.strip()
         if not _NODE_ID.fullmatch(entry):
             raise ValueError(f"entry {i + 1} of {text!r} is not a node id: {entry!r}")
@@ -114,7 +115,7 @@ def replica_assignment(text: str) -> list[list[int]]:
     out = []
     for p, part in enumerate(text.split(",")):
         try:
-            out.append(parse_node_ids(part.replace(":", ",")))
+            out.append(parse_node_ids(part, ":"))
         except ValueError as e:
             raise argparse.ArgumentTypeError(f"partition {p} ({part.strip()!r}): {e}") from None
     return out

@@ -34,7 +34,7 @@ def boot() -> list[str]:
         ),
         (
             ["topics", "create", "--topic", "t", "--replica-assignment", "1:2:x"],
-            "partition 0 ('1:2:x'): entry 3 of '1,2,x' is not a node id: 'x'",
+            "partition 0 ('1:2:x'): entry 3 of '1:2:x' is not a node id: 'x'",
         ),
         (
             ["topics", "create", "--topic", "t", "--replica-assignment", "1:1"],
